@@ -14,6 +14,7 @@ import os
 import re
 import secrets
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -79,8 +80,15 @@ class Node:
             kwargs = {"flags": 0x02} if iface.version == 6 else {}  # IFA_F_NODAD: usable at once
             ipr.addr("add", index=idx, address=str(iface.ip), prefixlen=iface.network.prefixlen, **kwargs)
 
-    def add_route(self, dst: str, *, gateway: str | None = None, dev: str | None = None,
-                  table: int = 254, **extra: object) -> None:
+    def add_route(
+        self,
+        dst: str,
+        *,
+        gateway: str | None = None,
+        dev: str | None = None,
+        table: int = 254,
+        **extra: object,
+    ) -> None:
         """Add a plain route (tests' own plumbing; SRv6 routes go through srv6pm-node)."""
         kwargs: dict[str, object] = {"dst": dst, "table": table, **extra}
         if gateway:
@@ -101,6 +109,15 @@ class Node:
             finally:
                 netns.popns()
 
+    def socket(self, family: int, kind: int, proto: int = 0) -> socket.socket:
+        """A socket created inside the namespace (it stays bound to it wherever it is used)."""
+        with _NS_LOCK:
+            netns.pushns(self.netns)
+            try:
+                return socket.socket(family, kind, proto)
+            finally:
+                netns.popns()
+
     def link_stats(self, ifname: str) -> dict[str, int]:
         """Kernel interface counters (rx_packets, tx_packets, …) of an interface."""
         with self.ipr() as ipr:
@@ -116,8 +133,13 @@ class Node:
         self, argv: Sequence[str], timeout: float = 30, check: bool = True
     ) -> subprocess.CompletedProcess:
         """Run a command inside the namespace to completion and capture its output."""
-        return subprocess.run(["ip", "netns", "exec", self.netns, *argv], capture_output=True, text=True,
-                              timeout=timeout, check=check)
+        return subprocess.run(
+            ["ip", "netns", "exec", self.netns, *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=check,
+        )
 
 
 class Lab:
@@ -151,8 +173,16 @@ class Lab:
         node.sysctl("net.ipv4.conf.all.rp_filter", 0)
         return node
 
-    def link(self, a: str, a_if: str, b: str, b_if: str, *, a_addrs: Sequence[str] = (),
-             b_addrs: Sequence[str] = ()) -> None:
+    def link(
+        self,
+        a: str,
+        a_if: str,
+        b: str,
+        b_if: str,
+        *,
+        a_addrs: Sequence[str] = (),
+        b_addrs: Sequence[str] = (),
+    ) -> None:
         """Join two nodes with a veth pair, bring both ends up and address them."""
         na, nb = self.nodes[a], self.nodes[b]
         with na.ipr() as ipr:

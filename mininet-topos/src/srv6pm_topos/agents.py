@@ -1,0 +1,69 @@
+"""Start srv6pm-node inside a lab node and talk to it.
+
+Agents listen on a unix socket: its path works from the root namespace too, so a test or the demo
+can drive agents in many namespaces without routing into them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from .lab import Node, wait_until
+
+
+def agent_executable() -> str:
+    """The srv6pm-node script installed next to the running interpreter."""
+    return str(Path(sys.executable).with_name("srv6pm-node"))
+
+
+@dataclass
+class Agent:
+    """A running srv6pm-node: its process, its address and a channel to it."""
+
+    node: Node
+    proc: subprocess.Popen
+    target: str
+    channel: grpc.Channel
+    log_path: Path
+
+    def health(self, service: str = "") -> int:
+        """The health status (health_pb2.HealthCheckResponse.ServingStatus) of ``service``."""
+        stub = health_pb2_grpc.HealthStub(self.channel)
+        return stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=2).status
+
+    def log(self) -> str:
+        """Everything the agent has logged so far."""
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> int:
+        """SIGTERM the agent and wait; return its exit code."""
+        self.channel.close()
+        return self.node.lab.stop(self.proc)
+
+
+def start_agent(node: Node, workdir: Path | None = None, extra_args: tuple[str, ...] = ()) -> Agent:
+    """Start srv6pm-node in ``node`` on a unix socket and wait until it is SERVING."""
+    workdir = workdir or Path(tempfile.mkdtemp(prefix=f"{node.netns}-"))
+    sock = workdir / f"{node.name}.sock"
+    log_path = workdir / f"{node.name}.log"
+    target = f"unix:{sock}"
+    with open(log_path, "wb") as log:
+        proc = node.popen([agent_executable(), "--listen", target, "--insecure", *extra_args],
+                          stdout=log, stderr=subprocess.STDOUT)
+    channel = grpc.insecure_channel(target)
+    agent = Agent(node, proc, target, channel, log_path)
+
+    def serving() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError(f"srv6pm-node exited with {proc.returncode}: {agent.log()}")
+        return agent.health() == health_pb2.HealthCheckResponse.SERVING
+
+    wait_until(serving, timeout=20)
+    return agent

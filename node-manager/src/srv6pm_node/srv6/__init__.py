@@ -1,0 +1,1 @@
+"""SRv6 provisioning: validated models, netlink translation, kernel feature checks."""

@@ -5,27 +5,24 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
+
 from srv6pm.node.v1 import srv6_manager_pb2 as pb
 from srv6pm.node.v1 import srv6_manager_pb2_grpc as pb_grpc
-
 from srv6pm_topos import two_routers
 from srv6pm_topos.agents import Agent, agent_executable, start_agent
+from srv6pm_topos.capture import Capture
 from srv6pm_topos.lab import Lab, Node, wait_until
 from tests.support import require_tool
 
 pytestmark = pytest.mark.netns
-
-ETH_P_ALL = 0x0003
 
 
 @pytest.fixture
@@ -45,96 +42,26 @@ def ping(src: Node, dst: str, count: int = 3) -> subprocess.CompletedProcess:
     return src.run(["ping", "-6", "-c", str(count), "-i", "0.2", "-W", "1", dst], check=False)
 
 
-def capture(node: Node, ifname: str, seconds: float) -> list[bytes]:
-    """Frames seen on ``node``'s ``ifname`` during ``seconds`` (AF_PACKET inside the namespace)."""
-    sock = node.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-    sock.bind((ifname, 0))
-    sock.settimeout(0.1)
-    frames: list[bytes] = []
-    deadline = time.monotonic() + seconds
-    try:
-        while time.monotonic() < deadline:
-            try:
-                frames.append(sock.recv(65535))
-            except TimeoutError:
-                continue
-    finally:
-        sock.close()
-    return frames
-
-
-def srv6_packets(frames: list[bytes]) -> list[dict]:
-    """Decode Ethernet/IPv6/SRH(/inner IPv6) frames; others are left out."""
-    found = []
-    for f in frames:
-        if len(f) < 14 + 40 + 8 or f[12:14] != b"\x86\xdd" or f[14 + 6] != 43:
-            continue
-        srh = f[54:]
-        if srh[2] != 4:  # routing type 4: SRH
-            continue
-        last_entry = srh[4]
-        stored = [socket.inet_ntop(socket.AF_INET6, srh[8 + 16 * i : 24 + 16 * i]) for i in range(last_entry + 1)]
-        inner = srh[8 + 8 * srh[1] :]
-        found.append(
-            {
-                "outer_dst": socket.inet_ntop(socket.AF_INET6, f[38:54]),
-                "segments": list(reversed(stored)),
-                "segments_left": srh[3],
-                "inner_src": socket.inet_ntop(socket.AF_INET6, inner[8:24]) if srh[0] == 41 else None,
-                "inner_dst": socket.inet_ntop(socket.AF_INET6, inner[24:40]) if srh[0] == 41 else None,
-            }
-        )
-    return found
-
-
-def provision_tunnel(t: two_routers.TwoRouters, a1: Agent, a2: Agent) -> None:
-    stub(a1).CreatePath(
-        pb.CreatePathRequest(
-            path=pb.Path(destination=t.h2_prefix, segments=[t.r2_decap_sid], device=t.core_if,
-                         encap_mode=pb.ENCAP_MODE_ENCAP)
-        )
-    )
-    stub(a2).CreateBehavior(
-        pb.CreateBehaviorRequest(
-            behavior=pb.Behavior(sid=t.r2_decap_sid, action=pb.BEHAVIOR_ACTION_END_DT6, lookup_table=254,
-                                 device="eth0")
-        )
-    )
-    stub(a2).CreatePath(
-        pb.CreatePathRequest(path=pb.Path(destination=t.h1_prefix, segments=[t.r1_decap_sid], device=t.core_if))
-    )
-    stub(a1).CreateBehavior(
-        pb.CreateBehaviorRequest(
-            behavior=pb.Behavior(sid=t.r1_decap_sid, action=pb.BEHAVIOR_ACTION_END_DT6, lookup_table=254,
-                                 device="eth0")
-        )
-    )
-
-
 def test_traffic_crosses_the_tunnel_inside_srv6_and_stops_after_delete(topo):
     t, a1, a2 = topo
     # Before provisioning nothing routes h1 -> h2 (routers know only each other's locators).
     assert ping(t.h1, t.h2_addr, count=1).returncode != 0
 
-    provision_tunnel(t, a1, a2)
-    frames: list[bytes] = []
-    sniffer = threading.Thread(target=lambda: frames.extend(capture(t.r2, t.core_if, 2.5)))
-    sniffer.start()
-    time.sleep(0.3)
-    result = ping(t.h1, t.h2_addr, count=5)
-    sniffer.join()
+    two_routers.provision_tunnel(t, a1.channel, a2.channel)
+    with Capture(t.r2, t.core_if) as cap:
+        result = ping(t.h1, t.h2_addr, count=5)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "5 received" in result.stdout
 
-    pkts = srv6_packets(frames)
-    forward = [p for p in pkts if p["inner_dst"] == t.h2_addr]
+    pkts = cap.srv6()
+    forward = [p for p in pkts if p.inner_dst == t.h2_addr]
     assert len(forward) >= 5, pkts
     for p in forward:  # each echo request travelled r1 -> r2 inside SRv6, to r2's End.DT6 SID
-        assert p["outer_dst"] == t.r2_decap_sid
-        assert p["segments"] == [t.r2_decap_sid]
-        assert p["inner_src"] == t.h1_addr
+        assert p.outer_dst == t.r2_decap_sid
+        assert p.segments == (t.r2_decap_sid,)
+        assert p.inner_src == t.h1_addr
     # The replies came back through the reverse tunnel (seen on the same link, other direction).
-    assert any(p["inner_dst"] == t.h1_addr and p["outer_dst"] == t.r1_decap_sid for p in pkts)
+    assert any(p.inner_dst == t.h1_addr and p.outer_dst == t.r1_decap_sid for p in pkts)
 
     # Deleting the forward path removes the route from the kernel: traffic stops.
     deleted = stub(a1).DeletePath(pb.DeletePathRequest(destination=t.h2_prefix))
@@ -151,40 +78,47 @@ def test_segment_order_on_the_wire_and_in_iproute2(topo):
     t, a1, a2 = topo
     require_tool("ip")
     segs = ["fc00:2::e1", "fc00:2::e2", t.r2_decap_sid]
-    stub(a1).CreatePath(pb.CreatePathRequest(path=pb.Path(destination=t.h2_prefix, segments=segs, device="eth1")))
+    stub(a1).CreatePath(
+        pb.CreatePathRequest(path=pb.Path(destination=t.h2_prefix, segments=segs, device="eth1"))
+    )
     for s in segs[:2]:  # r2 handles the first two SIDs as plain End, the last one decapsulates
         stub(a2).CreateBehavior(
-            pb.CreateBehaviorRequest(behavior=pb.Behavior(sid=s, action=pb.BEHAVIOR_ACTION_END, device="eth0"))
+            pb.CreateBehaviorRequest(
+                behavior=pb.Behavior(sid=s, action=pb.BEHAVIOR_ACTION_END, device="eth0")
+            )
         )
     stub(a2).CreateBehavior(
         pb.CreateBehaviorRequest(
-            behavior=pb.Behavior(sid=t.r2_decap_sid, action=pb.BEHAVIOR_ACTION_END_DT6, lookup_table=254,
-                                 device="eth0")
+            behavior=pb.Behavior(
+                sid=t.r2_decap_sid, action=pb.BEHAVIOR_ACTION_END_DT6, lookup_table=254, device="eth0"
+            )
         )
     )
     t.r2.add_route(t.h1_prefix, gateway="fd00:12::1")  # replies: plain IPv6
-    frames: list[bytes] = []
-    sniffer = threading.Thread(target=lambda: frames.extend(capture(t.r2, t.core_if, 2.0)))
-    sniffer.start()
-    time.sleep(0.3)
-    result = ping(t.h1, t.h2_addr, count=3)
-    sniffer.join()
+    with Capture(t.r2, t.core_if) as cap:
+        result = ping(t.h1, t.h2_addr, count=3)
     assert result.returncode == 0, result.stdout
-    forward = [p for p in srv6_packets(frames) if p["inner_dst"] == t.h2_addr]
+    forward = [p for p in cap.srv6() if p.inner_dst == t.h2_addr]
     # The SRH carries the list in order. (The capture may see the header after r2's End
     # processing has advanced it in place, so check the DA/SL invariant rather than SL == 2.)
-    assert forward and all(p["segments"] == segs for p in forward)
-    assert all(p["outer_dst"] == segs[len(segs) - 1 - p["segments_left"]] for p in forward)
+    assert forward and all(p.segments == tuple(segs) for p in forward)
+    assert all(p.outer_dst == segs[len(segs) - 1 - p.segments_left] for p in forward)
     assert iproute2_segments(t.r1, t.h2_prefix) == segs
 
 
 def test_every_encap_mode_and_behaviour_reads_back(topo):
     t, a1, _ = topo
     s = stub(a1)
-    for i, mode in enumerate([pb.ENCAP_MODE_ENCAP, pb.ENCAP_MODE_INLINE, pb.ENCAP_MODE_ENCAP_RED,
-                              pb.ENCAP_MODE_L2ENCAP]):
-        path = pb.Path(destination=f"fd00:{50 + i}::/64", segments=["fc00:2::1", "fc00:3::1"], encap_mode=mode,
-                       device="eth1", metric=100 + i)
+    for i, mode in enumerate(
+        [pb.ENCAP_MODE_ENCAP, pb.ENCAP_MODE_INLINE, pb.ENCAP_MODE_ENCAP_RED, pb.ENCAP_MODE_L2ENCAP]
+    ):
+        path = pb.Path(
+            destination=f"fd00:{50 + i}::/64",
+            segments=["fc00:2::1", "fc00:3::1"],
+            encap_mode=mode,
+            device="eth1",
+            metric=100 + i,
+        )
         got = s.CreatePath(pb.CreatePathRequest(path=path))
         assert got.created and got.path == pb.Path(**{**_fields(path), "table": 254})
     v4 = pb.Path(destination="10.9.0.0/24", segments=["fc00:2::d4"], device="eth1")
@@ -199,7 +133,9 @@ def test_every_encap_mode_and_behaviour_reads_back(topo):
         pb.Behavior(sid="fc00:1::d6", action=pb.BEHAVIOR_ACTION_END_DX6, nexthop="fd00:1::2"),
         pb.Behavior(sid="fc00:1::66", action=pb.BEHAVIOR_ACTION_END_DT6, lookup_table=254),
         pb.Behavior(sid="fc00:1::b6", action=pb.BEHAVIOR_ACTION_END_B6, segments=["fc00:5::1", "fc00:6::1"]),
-        pb.Behavior(sid="fc00:1::be", action=pb.BEHAVIOR_ACTION_END_B6_ENCAPS, segments=["fc00:5::1", "fc00:6::2"]),
+        pb.Behavior(
+            sid="fc00:1::be", action=pb.BEHAVIOR_ACTION_END_B6_ENCAPS, segments=["fc00:5::1", "fc00:6::2"]
+        ),
     ]
     for b in behaviours:
         b.device = "eth1"
@@ -248,8 +184,11 @@ def test_create_is_idempotent_conflicts_are_already_exists_and_update_replaces(t
     assert len([p for p in s.ListPaths(pb.ListPathsRequest()).paths if p.destination == t.h2_prefix]) == 1
 
     with pytest.raises(grpc.RpcError) as err:
-        s.UpdatePath(pb.UpdatePathRequest(path=pb.Path(destination="fd00:77::/64", segments=["fc00::1"],
-                                                       device="eth1")))
+        s.UpdatePath(
+            pb.UpdatePathRequest(
+                path=pb.Path(destination="fd00:77::/64", segments=["fc00::1"], device="eth1")
+            )
+        )
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
     with pytest.raises(grpc.RpcError) as err:
         s.DeletePath(pb.DeletePathRequest(destination="fd00:77::/64"))
@@ -267,67 +206,165 @@ def kernel_routes(node: Node) -> str:
 
 
 BAD_REQUESTS = [
-    ("CreatePath", pb.CreatePathRequest(path=pb.Path(destination="fd00:2::/64", segments=["fc00::zz"],
-                                                     device="eth1")), "INVALID_ARGUMENT"),
-    ("CreatePath", pb.CreatePathRequest(path=pb.Path(destination="fd00:2::/64", segments=[], device="eth1")),
-     "INVALID_ARGUMENT"),
-    ("CreatePath", pb.CreatePathRequest(path=pb.Path(destination="fd00:2::/64", segments=["fc00::1"] * 17,
-                                                     device="eth1")), "INVALID_ARGUMENT"),
-    ("CreatePath", pb.CreatePathRequest(path=pb.Path(destination="fd00:2::/64", segments=["ff02::1"],
-                                                     device="eth1")), "INVALID_ARGUMENT"),
-    ("CreatePath", pb.CreatePathRequest(path=pb.Path(destination="fd00:2::1/64", segments=["fc00::1"],
-                                                     device="eth1")), "INVALID_ARGUMENT"),
-    ("CreatePath", pb.CreatePathRequest(path=pb.Path(destination="bogus", segments=["fc00::1"], device="eth1")),
-     "INVALID_ARGUMENT"),
-    ("CreatePath", pb.CreatePathRequest(path=pb.Path(destination="10.1.0.0/16", segments=["fc00::1"],
-                                                     device="eth1", encap_mode=pb.ENCAP_MODE_INLINE)),
-     "INVALID_ARGUMENT"),
-    ("CreatePath", pb.CreatePathRequest(path=pb.Path(destination="fd00:2::/64", segments=["fc00::1"])),
-     "INVALID_ARGUMENT"),
-    ("CreatePath", pb.CreatePathRequest(path=pb.Path(destination="fd00:2::/64", segments=["fc00::1"],
-                                                     device="nosuch0")), "FAILED_PRECONDITION"),
-    ("CreatePath", pb.CreatePathRequest(path=pb.Path(destination="fd00:2::/64", segments=["fc00::1"],
-                                                     device="eth1", encap_mode=42)), "INVALID_ARGUMENT"),
+    (
+        "CreatePath",
+        pb.CreatePathRequest(path=pb.Path(destination="fd00:2::/64", segments=["fc00::zz"], device="eth1")),
+        "INVALID_ARGUMENT",
+    ),
+    (
+        "CreatePath",
+        pb.CreatePathRequest(path=pb.Path(destination="fd00:2::/64", segments=[], device="eth1")),
+        "INVALID_ARGUMENT",
+    ),
+    (
+        "CreatePath",
+        pb.CreatePathRequest(
+            path=pb.Path(destination="fd00:2::/64", segments=["fc00::1"] * 17, device="eth1")
+        ),
+        "INVALID_ARGUMENT",
+    ),
+    (
+        "CreatePath",
+        pb.CreatePathRequest(path=pb.Path(destination="fd00:2::/64", segments=["ff02::1"], device="eth1")),
+        "INVALID_ARGUMENT",
+    ),
+    (
+        "CreatePath",
+        pb.CreatePathRequest(path=pb.Path(destination="fd00:2::1/64", segments=["fc00::1"], device="eth1")),
+        "INVALID_ARGUMENT",
+    ),
+    (
+        "CreatePath",
+        pb.CreatePathRequest(path=pb.Path(destination="bogus", segments=["fc00::1"], device="eth1")),
+        "INVALID_ARGUMENT",
+    ),
+    (
+        "CreatePath",
+        pb.CreatePathRequest(
+            path=pb.Path(
+                destination="10.1.0.0/16",
+                segments=["fc00::1"],
+                device="eth1",
+                encap_mode=pb.ENCAP_MODE_INLINE,
+            )
+        ),
+        "INVALID_ARGUMENT",
+    ),
+    (
+        "CreatePath",
+        pb.CreatePathRequest(path=pb.Path(destination="fd00:2::/64", segments=["fc00::1"])),
+        "INVALID_ARGUMENT",
+    ),
+    (
+        "CreatePath",
+        pb.CreatePathRequest(path=pb.Path(destination="fd00:2::/64", segments=["fc00::1"], device="nosuch0")),
+        "FAILED_PRECONDITION",
+    ),
+    (
+        "CreatePath",
+        pb.CreatePathRequest(
+            path=pb.Path(destination="fd00:2::/64", segments=["fc00::1"], device="eth1", encap_mode=42)
+        ),
+        "INVALID_ARGUMENT",
+    ),
     ("GetPath", pb.GetPathRequest(destination="fd00:99::/64"), "NOT_FOUND"),
     ("GetPath", pb.GetPathRequest(destination="::zz/64"), "INVALID_ARGUMENT"),
     ("ListPaths", pb.ListPathsRequest(table=255), "INVALID_ARGUMENT"),
-    ("UpdatePath", pb.UpdatePathRequest(path=pb.Path(destination="fd00:2::/64", segments=["1.2.3.4"],
-                                                     device="eth1")), "INVALID_ARGUMENT"),
+    (
+        "UpdatePath",
+        pb.UpdatePathRequest(path=pb.Path(destination="fd00:2::/64", segments=["1.2.3.4"], device="eth1")),
+        "INVALID_ARGUMENT",
+    ),
     ("DeletePath", pb.DeletePathRequest(destination="fd00:99::/64"), "NOT_FOUND"),
-    ("CreateBehavior", pb.CreateBehaviorRequest(behavior=pb.Behavior(sid="fc00:1::1", device="eth1")),
-     "INVALID_ARGUMENT"),
-    ("CreateBehavior", pb.CreateBehaviorRequest(behavior=pb.Behavior(sid="10.0.0.1", device="eth1",
-                                                                     action=pb.BEHAVIOR_ACTION_END)),
-     "INVALID_ARGUMENT"),
-    ("CreateBehavior", pb.CreateBehaviorRequest(behavior=pb.Behavior(sid="fc00:1::1", device="eth1",
-                                                                     action=pb.BEHAVIOR_ACTION_END_X)),
-     "INVALID_ARGUMENT"),
-    ("CreateBehavior", pb.CreateBehaviorRequest(behavior=pb.Behavior(sid="fc00:1::1", device="eth1",
-                                                                     action=pb.BEHAVIOR_ACTION_END_DX4,
-                                                                     nexthop="fd00::1")), "INVALID_ARGUMENT"),
-    ("CreateBehavior", pb.CreateBehaviorRequest(behavior=pb.Behavior(sid="fc00:1::1", device="eth1",
-                                                                     action=pb.BEHAVIOR_ACTION_END,
-                                                                     lookup_table=100)), "INVALID_ARGUMENT"),
-    ("CreateBehavior", pb.CreateBehaviorRequest(behavior=pb.Behavior(sid="fc00:1::1", device="eth1",
-                                                                     action=pb.BEHAVIOR_ACTION_END_DT6)),
-     "INVALID_ARGUMENT"),
-    ("CreateBehavior", pb.CreateBehaviorRequest(behavior=pb.Behavior(sid="fc00:1::1", device="eth1",
-                                                                     action=pb.BEHAVIOR_ACTION_END_B6,
-                                                                     segments=["nope"])), "INVALID_ARGUMENT"),
+    (
+        "CreateBehavior",
+        pb.CreateBehaviorRequest(behavior=pb.Behavior(sid="fc00:1::1", device="eth1")),
+        "INVALID_ARGUMENT",
+    ),
+    (
+        "CreateBehavior",
+        pb.CreateBehaviorRequest(
+            behavior=pb.Behavior(sid="10.0.0.1", device="eth1", action=pb.BEHAVIOR_ACTION_END)
+        ),
+        "INVALID_ARGUMENT",
+    ),
+    (
+        "CreateBehavior",
+        pb.CreateBehaviorRequest(
+            behavior=pb.Behavior(sid="fc00:1::1", device="eth1", action=pb.BEHAVIOR_ACTION_END_X)
+        ),
+        "INVALID_ARGUMENT",
+    ),
+    (
+        "CreateBehavior",
+        pb.CreateBehaviorRequest(
+            behavior=pb.Behavior(
+                sid="fc00:1::1", device="eth1", action=pb.BEHAVIOR_ACTION_END_DX4, nexthop="fd00::1"
+            )
+        ),
+        "INVALID_ARGUMENT",
+    ),
+    (
+        "CreateBehavior",
+        pb.CreateBehaviorRequest(
+            behavior=pb.Behavior(
+                sid="fc00:1::1", device="eth1", action=pb.BEHAVIOR_ACTION_END, lookup_table=100
+            )
+        ),
+        "INVALID_ARGUMENT",
+    ),
+    (
+        "CreateBehavior",
+        pb.CreateBehaviorRequest(
+            behavior=pb.Behavior(sid="fc00:1::1", device="eth1", action=pb.BEHAVIOR_ACTION_END_DT6)
+        ),
+        "INVALID_ARGUMENT",
+    ),
+    (
+        "CreateBehavior",
+        pb.CreateBehaviorRequest(
+            behavior=pb.Behavior(
+                sid="fc00:1::1", device="eth1", action=pb.BEHAVIOR_ACTION_END_B6, segments=["nope"]
+            )
+        ),
+        "INVALID_ARGUMENT",
+    ),
     # This kernel has no VRF: VRF-mode decapsulation fails cleanly.
-    ("CreateBehavior", pb.CreateBehaviorRequest(behavior=pb.Behavior(sid="fc00:1::46", device="eth1",
-                                                                     action=pb.BEHAVIOR_ACTION_END_DT46,
-                                                                     vrf_table=100)), "FAILED_PRECONDITION"),
-    ("CreateBehavior", pb.CreateBehaviorRequest(behavior=pb.Behavior(sid="fc00:1::44", device="eth1",
-                                                                     action=pb.BEHAVIOR_ACTION_END_DT4,
-                                                                     vrf_table=100)), "FAILED_PRECONDITION"),
-    ("CreateBehavior", pb.CreateBehaviorRequest(behavior=pb.Behavior(sid="fc00:1::47", device="eth1",
-                                                                     action=pb.BEHAVIOR_ACTION_END_DT6,
-                                                                     vrf_table=100)), "FAILED_PRECONDITION"),
+    (
+        "CreateBehavior",
+        pb.CreateBehaviorRequest(
+            behavior=pb.Behavior(
+                sid="fc00:1::46", device="eth1", action=pb.BEHAVIOR_ACTION_END_DT46, vrf_table=100
+            )
+        ),
+        "FAILED_PRECONDITION",
+    ),
+    (
+        "CreateBehavior",
+        pb.CreateBehaviorRequest(
+            behavior=pb.Behavior(
+                sid="fc00:1::44", device="eth1", action=pb.BEHAVIOR_ACTION_END_DT4, vrf_table=100
+            )
+        ),
+        "FAILED_PRECONDITION",
+    ),
+    (
+        "CreateBehavior",
+        pb.CreateBehaviorRequest(
+            behavior=pb.Behavior(
+                sid="fc00:1::47", device="eth1", action=pb.BEHAVIOR_ACTION_END_DT6, vrf_table=100
+            )
+        ),
+        "FAILED_PRECONDITION",
+    ),
     ("GetBehavior", pb.GetBehaviorRequest(sid="fc00:1::99"), "NOT_FOUND"),
-    ("UpdateBehavior", pb.UpdateBehaviorRequest(behavior=pb.Behavior(sid="fc00:1::99", device="eth1",
-                                                                     action=pb.BEHAVIOR_ACTION_END)),
-     "NOT_FOUND"),
+    (
+        "UpdateBehavior",
+        pb.UpdateBehaviorRequest(
+            behavior=pb.Behavior(sid="fc00:1::99", device="eth1", action=pb.BEHAVIOR_ACTION_END)
+        ),
+        "NOT_FOUND",
+    ),
     ("DeleteBehavior", pb.DeleteBehaviorRequest(sid="fc00:1::99"), "NOT_FOUND"),
     ("ListBehaviors", pb.ListBehaviorsRequest(table=253), "INVALID_ARGUMENT"),
 ]
@@ -351,8 +388,9 @@ def test_malformed_sid_message_names_the_field(topo):
     _, a1, _ = topo
     with pytest.raises(grpc.RpcError) as err:
         stub(a1).CreatePath(
-            pb.CreatePathRequest(path=pb.Path(destination="fd00:2::/64", segments=["fc00::1", "fc00::zz"],
-                                              device="eth1"))
+            pb.CreatePathRequest(
+                path=pb.Path(destination="fd00:2::/64", segments=["fc00::1", "fc00::zz"], device="eth1")
+            )
         )
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "segments[1]" in err.value.details() and "fc00::zz" in err.value.details()
@@ -379,7 +417,9 @@ def test_tcp_listener_in_a_namespace_serves_health_and_reflection(net: Lab):
     out = r.run([sys.executable, "-c", PROBE, "[::1]:50051"], timeout=30)
     doc = json.loads(out.stdout)
     assert doc["status"] == "SERVING"
-    assert {"srv6pm.node.v1.SRv6Manager", "srv6pm.node.v1.SRv6PM", "grpc.health.v1.Health"} <= set(doc["services"])
+    assert {"srv6pm.node.v1.SRv6Manager", "srv6pm.node.v1.SRv6PM", "grpc.health.v1.Health"} <= set(
+        doc["services"]
+    )
     # SIGTERM: graceful stop, exit code 0, structured JSON logs.
     assert net.stop(proc) == 0
     lines = [json.loads(line) for line in proc.stderr.read().decode().splitlines() if line.startswith("{")]

@@ -48,16 +48,31 @@ class Agent:
         return self.node.lab.stop(self.proc)
 
 
-def start_agent(node: Node, workdir: Path | None = None, extra_args: tuple[str, ...] = ()) -> Agent:
-    """Start srv6pm-node in ``node`` on a unix socket and wait until it is SERVING."""
+def start_agent(
+    node: Node,
+    workdir: Path | None = None,
+    security_args: tuple[str, ...] = ("--insecure",),
+    credentials: grpc.ChannelCredentials | None = None,
+    server_name: str = "",
+) -> Agent:
+    """Start srv6pm-node in ``node`` on a unix socket and wait until it is SERVING.
+
+    ``security_args`` are the agent's credential flags; ``credentials`` (and the expected
+    ``server_name`` of its certificate) are what the returned channel uses to reach it.
+    """
     workdir = workdir or Path(tempfile.mkdtemp(prefix=f"{node.netns}-"))
     sock = workdir / f"{node.name}.sock"
     log_path = workdir / f"{node.name}.log"
     target = f"unix:{sock}"
     with open(log_path, "wb") as log:
-        proc = node.popen([agent_executable(), "--listen", target, "--insecure", *extra_args],
-                          stdout=log, stderr=subprocess.STDOUT)
-    channel = grpc.insecure_channel(target)
+        proc = node.popen(
+            [agent_executable(), "--listen", target, *security_args], stdout=log, stderr=subprocess.STDOUT
+        )
+    if credentials is None:
+        channel = grpc.insecure_channel(target)
+    else:
+        options = [("grpc.ssl_target_name_override", server_name)] if server_name else []
+        channel = grpc.secure_channel(target, credentials, options=options)
     agent = Agent(node, proc, target, channel, log_path)
 
     def serving() -> bool:

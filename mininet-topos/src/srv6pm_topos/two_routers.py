@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import grpc
+
+from srv6pm.node.v1 import srv6_manager_pb2 as pb
+from srv6pm.node.v1 import srv6_manager_pb2_grpc as pb_grpc
+
 from .lab import Lab, Node
 
 
@@ -39,3 +44,31 @@ def build(lab: Lab) -> TwoRouters:
     r1.add_route("fc00:2::/64", gateway="fd00:12::2")
     r2.add_route("fc00:1::/64", gateway="fd00:12::1")
     return TwoRouters(h1, r1, r2, h2)
+
+
+def provision_tunnel(t: TwoRouters, r1: grpc.Channel, r2: grpc.Channel) -> list[str]:
+    """Through SRv6Manager: h1→h2 traffic encapsulated by r1 towards r2's End.DT6 SID, and back.
+
+    Returns one line per applied call, as read back from the kernels.
+    """
+    done = []
+    # (router, its channel, prefix behind the far end, far end's decap SID, own decap SID)
+    ends = (
+        ("r1", r1, t.h2_prefix, t.r2_decap_sid, t.r1_decap_sid),
+        ("r2", r2, t.h1_prefix, t.r1_decap_sid, t.r2_decap_sid),
+    )
+    for name, channel, far_prefix, far_sid, own_sid in ends:
+        stub = pb_grpc.SRv6ManagerStub(channel)
+        b = stub.CreateBehavior(
+            pb.CreateBehaviorRequest(
+                behavior=pb.Behavior(
+                    sid=own_sid, action=pb.BEHAVIOR_ACTION_END_DT6, lookup_table=254, device="eth0"
+                )
+            )
+        ).behavior
+        done.append(f"{name}: behaviour {b.sid} End.DT6, lookup in table {b.lookup_table}")
+        p = stub.CreatePath(
+            pb.CreatePathRequest(path=pb.Path(destination=far_prefix, segments=[far_sid], device=t.core_if))
+        ).path
+        done.append(f"{name}: path {p.destination} -> SID list {list(p.segments)} via {p.device}")
+    return done

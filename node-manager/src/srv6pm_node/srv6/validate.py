@@ -44,7 +44,9 @@ def sid(value: str, what: str = "SID") -> str:
         addr = ipaddress.IPv6Address(value.strip())
     except ValueError:
         raise InvalidArgument(f"{what} {value!r} is not an IPv6 address") from None
-    if addr.is_unspecified or addr.is_multicast or addr.is_loopback or addr.ipv4_mapped:
+    if addr.scope_id is not None:
+        raise InvalidArgument(f"{what} {value!r} is not an IPv6 address (scope ids are not allowed)")
+    if addr.is_unspecified or addr.is_multicast or addr.is_loopback or addr.ipv4_mapped or addr.is_link_local:
         raise InvalidArgument(f"{what} {value!r} is not a usable unicast IPv6 address")
     return str(addr)
 

@@ -63,6 +63,8 @@ class Capture:
 
     def __init__(self, node: Node, ifname: str) -> None:
         self._sock = node.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        # A large buffer (SO_RCVBUFFORCE: we are root) so a busy machine does not drop frames.
+        self._sock.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)  # 33 = SO_RCVBUFFORCE
         self._sock.bind((ifname, 0))
         self._sock.settimeout(0.05)
         self.frames: list[bytes] = []

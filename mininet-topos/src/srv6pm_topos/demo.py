@@ -33,17 +33,20 @@ def send_udp(src: Node, dst_node: Node, dst: str, count: int) -> int:
     """Send ``count`` datagrams from ``src`` to ``dst``:PORT; return how many ``dst_node`` received."""
     rx = dst_node.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     rx.bind(("::", PORT))
-    rx.settimeout(0.5)
+    rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    rx.settimeout(0.2)
     got = 0
+    sent = threading.Event()
 
     def receive() -> None:
         nonlocal got
-        try:
-            while True:
+        idle_after_send = 0
+        while idle_after_send < 3:  # stop 0.6 s after the last datagram has been sent
+            try:
                 rx.recv(2048)
                 got += 1
-        except TimeoutError:
-            pass
+            except TimeoutError:
+                idle_after_send += sent.is_set()
 
     receiver = threading.Thread(target=receive)
     receiver.start()
@@ -52,6 +55,7 @@ def send_udp(src: Node, dst_node: Node, dst: str, count: int) -> int:
         tx.sendto(seq.to_bytes(4, "big") + b"srv6-pm demo", (dst, PORT))
         if seq % 100 == 99:
             time.sleep(0.002)  # a paced sender: the demo shows forwarding, not queue overflow
+    sent.set()
     receiver.join()
     tx.close()
     rx.close()

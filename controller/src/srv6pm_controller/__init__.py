@@ -1,1 +1,1 @@
-"""srv6pm_controller: northbound API, southbound clients, measurement scheduler, result publishing, topology, CLI."""
+"""srv6pm_controller: northbound API, node clients, result publishing, topology, and the srv6pm CLI."""

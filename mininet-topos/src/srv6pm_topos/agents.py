@@ -15,12 +15,17 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from .lab import Node, wait_until
+from .lab import Lab, Node, wait_until
+
+
+def executable(name: str) -> str:
+    """A console script (srv6pm-node, srv6pm-controller, …) installed next to the running interpreter."""
+    return str(Path(sys.executable).with_name(name))
 
 
 def agent_executable() -> str:
     """The srv6pm-node script installed next to the running interpreter."""
-    return str(Path(sys.executable).with_name("srv6pm-node"))
+    return executable("srv6pm-node")
 
 
 @dataclass
@@ -82,3 +87,44 @@ def start_agent(
 
     wait_until(serving, timeout=20)
     return agent
+
+
+@dataclass
+class Controller:
+    """A running srv6pm-controller (in the root namespace) and a channel to it."""
+
+    proc: subprocess.Popen
+    target: str
+    channel: grpc.Channel
+    log_path: Path
+    state_dir: Path
+
+    def stop(self, lab: Lab) -> int:
+        """SIGTERM the controller and wait; return its exit code."""
+        self.channel.close()
+        return lab.stop(self.proc)
+
+
+def start_controller(lab: Lab, workdir: Path, name: str = "controller") -> Controller:
+    """Start srv6pm-controller on a unix socket with its state in ``workdir``; wait until SERVING."""
+    sock, log_path, state = workdir / f"{name}.sock", workdir / f"{name}.log", workdir / f"{name}-state"
+    target = f"unix:{sock}"
+    with open(log_path, "ab") as log:
+        proc = lab.popen_host(
+            [executable("srv6pm-controller"), "--listen", target, "--insecure", "--state-dir", str(state)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    channel = grpc.insecure_channel(target)
+
+    def serving() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError(f"srv6pm-controller exited with {proc.returncode}: {log_path.read_text()}")
+        stub = health_pb2_grpc.HealthStub(channel)
+        return (
+            stub.Check(health_pb2.HealthCheckRequest(), timeout=2).status
+            == health_pb2.HealthCheckResponse.SERVING
+        )
+
+    wait_until(serving, timeout=20)
+    return Controller(proc, target, channel, log_path, state)

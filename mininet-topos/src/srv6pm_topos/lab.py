@@ -202,6 +202,12 @@ class Lab:
         self._procs.append(proc)
         return proc
 
+    def popen_host(self, argv: Sequence[str], **kwargs: object) -> subprocess.Popen:
+        """Start ``argv`` in the root namespace (e.g. the controller); ended on close like the rest."""
+        proc = subprocess.Popen(list(argv), **kwargs)  # type: ignore[call-overload]
+        self._procs.append(proc)
+        return proc
+
     def stop(self, proc: subprocess.Popen, timeout: float = 5.0) -> int:
         """SIGTERM a process this lab started, SIGKILL it after ``timeout``; return its exit code."""
         if proc.poll() is None:

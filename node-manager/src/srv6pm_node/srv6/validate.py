@@ -8,9 +8,10 @@ import re
 from collections.abc import Iterable
 
 from srv6pm.node.v1 import srv6_manager_pb2 as pb
+from srv6pm_common import addresses
 
 from .errors import InvalidArgument
-from .model import MAIN_TABLE, MAX_SEGMENTS, Action, BehaviorSpec, EncapMode, PathSpec
+from .model import MAIN_TABLE, Action, BehaviorSpec, EncapMode, PathSpec
 
 _IFNAME_RE = re.compile(r"^[^\s/:]{1,15}$")  # IFNAMSIZ - 1, no whitespace, '/' or ':'
 
@@ -41,37 +42,25 @@ _PARAMS: dict[Action, set[str]] = {
 def sid(value: str, what: str = "SID") -> str:
     """A SID: a unicast, non-loopback IPv6 address, returned in compressed form."""
     try:
-        addr = ipaddress.IPv6Address(value.strip())
-    except ValueError:
-        raise InvalidArgument(f"{what} {value!r} is not an IPv6 address") from None
-    if addr.scope_id is not None:
-        raise InvalidArgument(f"{what} {value!r} is not an IPv6 address (scope ids are not allowed)")
-    if addr.is_unspecified or addr.is_multicast or addr.is_loopback or addr.ipv4_mapped or addr.is_link_local:
-        raise InvalidArgument(f"{what} {value!r} is not a usable unicast IPv6 address")
-    return str(addr)
+        return addresses.sid(value, what)
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
 
 
 def segments(values: Iterable[str], what: str = "segments") -> tuple[str, ...]:
     """A SID list of 1 to 16 SIDs, first segment first."""
-    values = list(values)
-    if not values:
-        raise InvalidArgument(f"{what}: the SID list is empty")
-    if len(values) > MAX_SEGMENTS:
-        raise InvalidArgument(f"{what}: {len(values)} SIDs, at most {MAX_SEGMENTS} are supported")
-    return tuple(sid(v, f"{what}[{i}]") for i, v in enumerate(values))
+    try:
+        return addresses.segments(values, what)
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
 
 
 def prefix(value: str, what: str = "destination", *, v6_only: bool = False) -> str:
     """An IPv6 or IPv4 prefix without host bits; a bare address means a host prefix."""
-    if not value:
-        raise InvalidArgument(f"{what} is required")
     try:
-        net = ipaddress.ip_network(value.strip(), strict=True)
+        return addresses.prefix(value, what, v6_only=v6_only)
     except ValueError as exc:
-        raise InvalidArgument(f"{what} {value!r} is not a valid prefix: {exc}") from None
-    if v6_only and net.version != 6:
-        raise InvalidArgument(f"{what} {value!r} must be an IPv6 prefix")
-    return str(net)
+        raise InvalidArgument(str(exc)) from None
 
 
 def device(value: str) -> str:

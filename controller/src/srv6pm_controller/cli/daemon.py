@@ -1,0 +1,91 @@
+"""``srv6pm-controller``: the controller daemon.
+
+Every flag can also be set in the environment as ``SRV6PM_CONTROLLER_<FLAG>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from srv6pm.controller.v1 import node_service_pb2_grpc, tunnel_service_pb2_grpc
+from srv6pm_common.grpc_server import (
+    ConfigError,
+    GrpcServer,
+    Service,
+    add_server_arguments,
+    env_default,
+    security_from_args,
+)
+from srv6pm_common.logs import configure_logging
+
+from ..services import nodes, tunnels
+from ..southbound.channels import NodeChannels
+from ..store import Store, default_state_dir
+
+log = logging.getLogger("srv6pm_controller")
+ENV_PREFIX = "SRV6PM_CONTROLLER"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of srv6pm-controller."""
+    parser = argparse.ArgumentParser(
+        prog="srv6pm-controller", description="srv6-pm controller (northbound gRPC API)"
+    )
+    add_server_arguments(parser, ENV_PREFIX, default_listen="[::]:50061")
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=Path(env_default(ENV_PREFIX, "state-dir") or default_state_dir()),
+        help="where the registry of nodes and tunnels lives (default %(default)s)",
+    )
+    parser.add_argument("--grace", type=float, default=5.0, help="seconds in-flight calls get on SIGTERM")
+    return parser
+
+
+def build_server(args: argparse.Namespace) -> tuple[GrpcServer, Store, NodeChannels]:
+    """The controller's gRPC server and the state it owns."""
+    store = Store(args.state_dir)
+    channels = NodeChannels()
+    registry = nodes.NodeRegistry(store, channels)
+    services = [
+        Service(
+            nodes.SERVICE_NAME,
+            nodes.NodeService(registry, lambda n: tunnels.tunnels_using(registry, n)),
+            node_service_pb2_grpc.add_NodeServiceServicer_to_server,
+        ),
+        Service(
+            tunnels.SERVICE_NAME,
+            tunnels.TunnelService(registry),
+            tunnel_service_pb2_grpc.add_TunnelServiceServicer_to_server,
+        ),
+    ]
+    return GrpcServer(args.listen, security_from_args(args), services), store, channels
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the controller until SIGTERM/SIGINT."""
+    args = build_parser().parse_args(argv)
+    configure_logging(args.log_level, args.log_format)
+    try:
+        server, store, channels = build_server(args)
+    except ConfigError as exc:
+        print(f"srv6pm-controller: {exc}", file=sys.stderr)
+        return 2
+    server.start()
+    log.info(
+        "serving",
+        extra={"listen": args.listen, "port": server.port, "tls": server.tls, "state": str(store.path)},
+    )
+    server.serve_until_signal(args.grace)
+    channels.close()
+    store.close()
+    log.info("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

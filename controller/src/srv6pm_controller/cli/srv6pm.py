@@ -1,0 +1,195 @@
+"""``srv6pm``: the command line for people and scripts.
+
+Human tables by default, ``--json`` for scripts; errors are one line on stderr and exit 1.
+The controller address comes from ``--controller`` or ``SRV6PM_CONTROLLER``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict
+
+from srv6pm.controller.v1 import node_service_pb2 as npb
+from srv6pm.node.v1 import srv6_manager_pb2 as mpb
+
+from ..client import ENV_ADDRESS, Client, ClientError, TunnelEnd
+
+_HEALTH = {
+    npb.NODE_HEALTH_SERVING: "serving",
+    npb.NODE_HEALTH_NOT_SERVING: "not-serving",
+    npb.NODE_HEALTH_UNREACHABLE: "unreachable",
+    npb.NODE_HEALTH_UNSPECIFIED: "?",
+}
+_MODES = {
+    "encap": mpb.ENCAP_MODE_ENCAP,
+    "inline": mpb.ENCAP_MODE_INLINE,
+    "encap.red": mpb.ENCAP_MODE_ENCAP_RED,
+    "l2encap": mpb.ENCAP_MODE_L2ENCAP,
+}
+
+
+def table(rows: list[list[str]], headers: list[str]) -> str:
+    """A plain aligned text table."""
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=False)]
+    lines = ["  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def _as_json(messages: Any) -> str:
+    if isinstance(messages, list):
+        return json.dumps([MessageToDict(m, preserving_proto_field_name=True) for m in messages], indent=2)
+    return json.dumps(MessageToDict(messages, preserving_proto_field_name=True), indent=2)
+
+
+def _split(value: str) -> list[str]:
+    return [s.strip() for s in value.split(",") if s.strip()]
+
+
+def cmd_nodes_list(c: Client, args: argparse.Namespace) -> str:
+    nodes = c.nodes()
+    if args.json:
+        return _as_json(nodes)
+    return table(
+        [
+            [n.name, n.address, _HEALTH[n.health], "tls" if n.credentials.ca_certificate else "plaintext"]
+            for n in nodes
+        ],
+        ["name", "address", "health", "transport"],
+    )
+
+
+def cmd_nodes_add(c: Client, args: argparse.Namespace) -> str:
+    token = Path(args.node_token_file).read_text().strip() if args.node_token_file else None
+    node = c.register_node(
+        args.name,
+        args.address,
+        insecure=not args.node_ca,
+        ca=args.node_ca,
+        cert=args.node_cert,
+        key=args.node_key,
+        token=token,
+        router_id=args.router_id or "",
+    )
+    return _as_json(node) if args.json else f"node {node.name} registered ({_HEALTH[node.health]})"
+
+
+def cmd_nodes_remove(c: Client, args: argparse.Namespace) -> str:
+    c.remove_node(args.name)
+    return json.dumps({"removed": args.name}) if args.json else f"node {args.name} removed"
+
+
+def _tunnel_row(t: Any) -> list[str]:
+    return [
+        t.name,
+        f"{t.left.node} {t.left.prefix}",
+        f"{t.right.node} {t.right.prefix}",
+        ",".join(t.forward_segments),
+        ",".join(t.reverse_segments),
+    ]
+
+
+def cmd_tunnel_create(c: Client, args: argparse.Namespace) -> str:
+    left = TunnelEnd(
+        node=args.left_node, prefix=args.left_prefix, decap_sid=args.left_sid, device=args.left_dev
+    )
+    right = TunnelEnd(
+        node=args.right_node, prefix=args.right_prefix, decap_sid=args.right_sid, device=args.right_dev
+    )
+    t = c.create_tunnel(
+        args.name, left, right, _split(args.forward), _split(args.reverse), _MODES[args.encap_mode]
+    )
+    return (
+        _as_json(t)
+        if args.json
+        else f"tunnel {t.name} created\n"
+        + table([_tunnel_row(t)], ["name", "left", "right", "forward", "reverse"])
+    )
+
+
+def cmd_tunnel_list(c: Client, args: argparse.Namespace) -> str:
+    tunnels = c.tunnels()
+    if args.json:
+        return _as_json(tunnels)
+    return table([_tunnel_row(t) for t in tunnels], ["name", "left", "right", "forward", "reverse"])
+
+
+def cmd_tunnel_delete(c: Client, args: argparse.Namespace) -> str:
+    c.delete_tunnel(args.name)
+    return json.dumps({"deleted": args.name}) if args.json else f"tunnel {args.name} deleted"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of srv6pm."""
+    p = argparse.ArgumentParser(prog="srv6pm", description="srv6-pm command line")
+    p.add_argument("--controller", help=f"controller HOST:PORT (env {ENV_ADDRESS}; default localhost:50061)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--token-file", help="bearer token for the controller")
+    p.add_argument("--ca", help="PEM CA of the controller's certificate (TLS)")
+    p.add_argument("--cert", help="PEM client certificate (mutual TLS)")
+    p.add_argument("--key", help="PEM client key (mutual TLS)")
+    sub = p.add_subparsers(dest="group", required=True)
+
+    nodes = sub.add_parser("nodes", help="routers running srv6pm-node").add_subparsers(
+        dest="cmd", required=True
+    )
+    nodes.add_parser("list", help="nodes with their health").set_defaults(func=cmd_nodes_list)
+    add = nodes.add_parser("add", help="register a node agent")
+    add.add_argument("name")
+    add.add_argument("address", help="agent HOST:PORT or unix:PATH")
+    add.add_argument("--node-ca", help="PEM CA of the agent's certificate (TLS; plaintext without it)")
+    add.add_argument("--node-cert", help="PEM client certificate for the agent (mutual TLS)")
+    add.add_argument("--node-key", help="PEM client key for the agent (mutual TLS)")
+    add.add_argument("--node-token-file", help="bearer token the agent expects")
+    add.add_argument("--router-id", help="the node's loopback / router id")
+    add.set_defaults(func=cmd_nodes_add)
+    rm = nodes.add_parser("remove", help="forget a node")
+    rm.add_argument("name")
+    rm.set_defaults(func=cmd_nodes_remove)
+
+    tunnel = sub.add_parser("tunnel", help="bidirectional SRv6 tunnels").add_subparsers(
+        dest="cmd", required=True
+    )
+    create = tunnel.add_parser("create", help="provision a tunnel on both ends (all or nothing)")
+    create.add_argument("name")
+    for side in ("left", "right"):
+        create.add_argument(f"--{side}-node", required=True)
+        create.add_argument(f"--{side}-prefix", required=True, help="prefix behind this end")
+        create.add_argument(f"--{side}-sid", required=True, help="this end's decapsulation SID (End.DT6)")
+        create.add_argument(f"--{side}-dev", required=True, help="this end's interface towards the core")
+    create.add_argument("--forward", required=True, help="SID list left->right, comma-separated")
+    create.add_argument("--reverse", required=True, help="SID list right->left, comma-separated")
+    create.add_argument("--encap-mode", choices=sorted(_MODES), default="encap")
+    create.set_defaults(func=cmd_tunnel_create)
+    tunnel.add_parser("list", help="all tunnels").set_defaults(func=cmd_tunnel_list)
+    delete = tunnel.add_parser("delete", help="remove a tunnel from both ends")
+    delete.add_argument("name")
+    delete.set_defaults(func=cmd_tunnel_delete)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of srv6pm."""
+    args = build_parser().parse_args(argv)
+    token = None
+    try:
+        if args.token_file:
+            token = Path(args.token_file).read_text().strip()
+        with Client(args.controller, token=token, ca=args.ca, cert=args.cert, key=args.key) as c:
+            func: Callable[[Client, argparse.Namespace], str] = args.func
+            out = func(c, args)
+    except (ClientError, OSError) as exc:
+        print(f"srv6pm: {exc}", file=sys.stderr)
+        return 1
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

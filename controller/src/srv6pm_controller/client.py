@@ -1,0 +1,168 @@
+"""A small Python client of the controller's northbound API, for scripts.
+
+    from srv6pm_controller.client import Client
+
+    with Client("localhost:50061") as c:                 # or SRV6PM_CONTROLLER=host:port
+        c.register_node("r1", "[fd00::1]:50051", insecure=True)
+        for node in c.nodes():
+            print(node.name, node.address, node.health)
+
+Answers are the API's protobuf messages (``srv6pm.controller.v1``). Every failure raises
+:class:`ClientError`, whose ``str()`` is one line: ``NOT_FOUND: unknown node 'r9' …``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from srv6pm.controller.v1 import node_service_pb2 as npb
+from srv6pm.controller.v1 import node_service_pb2_grpc as npb_grpc
+from srv6pm.controller.v1 import tunnel_service_pb2 as tpb
+from srv6pm.controller.v1 import tunnel_service_pb2_grpc as tpb_grpc
+
+from .southbound.channels import open_channel
+
+DEFAULT_ADDRESS = "localhost:50061"
+ENV_ADDRESS = "SRV6PM_CONTROLLER"
+
+
+class ClientError(Exception):
+    """A refused or failed call: ``code`` is the gRPC status name."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def _read(path: str | Path | None) -> bytes:
+    return Path(path).read_bytes() if path else b""
+
+
+class Client:
+    """Connection to srv6pm-controller. Credentials: plaintext by default; ``ca`` for TLS,
+    ``cert``/``key`` for mutual TLS, ``token`` for a bearer token."""
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        token: str | None = None,
+        ca: str | Path | None = None,
+        cert: str | Path | None = None,
+        key: str | Path | None = None,
+        server_name: str = "",
+        timeout: float = 30.0,
+    ) -> None:
+        self.address = address or os.environ.get(ENV_ADDRESS) or DEFAULT_ADDRESS
+        creds = npb.NodeCredentials(
+            insecure=not ca,
+            ca_certificate=_read(ca),
+            client_certificate=_read(cert),
+            client_key=_read(key),
+            token=token or "",
+            server_name=server_name,
+        )
+        self._channel = open_channel(self.address, creds)
+        self._nodes = npb_grpc.NodeServiceStub(self._channel)
+        self._tunnels = tpb_grpc.TunnelServiceStub(self._channel)
+        self.timeout = timeout
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._channel.close()
+
+    def _call(self, method: Any, request: Any) -> Any:
+        try:
+            return method(request, timeout=self.timeout)
+        except grpc.RpcError as exc:
+            code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
+            if code == grpc.StatusCode.UNAVAILABLE:
+                raise ClientError(code.name, f"controller at {self.address} is unreachable") from None
+            details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+            raise ClientError(code.name, details or "no details") from None
+
+    # nodes
+    def register_node(
+        self,
+        name: str,
+        address: str,
+        *,
+        insecure: bool = False,
+        ca: str | Path | None = None,
+        cert: str | Path | None = None,
+        key: str | Path | None = None,
+        token: str | None = None,
+        server_name: str = "",
+        router_id: str = "",
+    ) -> npb.Node:
+        """Register (or re-register) a node agent."""
+        creds = npb.NodeCredentials(
+            insecure=insecure,
+            ca_certificate=_read(ca),
+            client_certificate=_read(cert),
+            client_key=_read(key),
+            token=token or "",
+            server_name=server_name,
+        )
+        node = npb.Node(name=name, address=address, credentials=creds, router_id=router_id)
+        return self._call(self._nodes.RegisterNode, npb.RegisterNodeRequest(node=node)).node
+
+    def nodes(self) -> list[npb.Node]:
+        """All nodes with their health."""
+        return list(self._call(self._nodes.ListNodes, npb.ListNodesRequest()).nodes)
+
+    def node(self, name: str) -> npb.Node:
+        """One node with its health."""
+        return self._call(self._nodes.GetNode, npb.GetNodeRequest(name=name)).node
+
+    def remove_node(self, name: str) -> None:
+        """Forget a node."""
+        self._call(self._nodes.RemoveNode, npb.RemoveNodeRequest(name=name))
+
+    # tunnels
+    def create_tunnel(
+        self,
+        name: str,
+        left: tpb.TunnelEnd,
+        right: tpb.TunnelEnd,
+        forward: Sequence[str],
+        reverse: Sequence[str],
+        encap_mode: int = 0,
+    ) -> tpb.Tunnel:
+        """Provision a bidirectional tunnel (all or nothing)."""
+        tunnel = tpb.Tunnel(
+            name=name,
+            left=left,
+            right=right,
+            forward_segments=list(forward),
+            reverse_segments=list(reverse),
+            encap_mode=encap_mode,
+        )
+        return self._call(self._tunnels.CreateTunnel, tpb.CreateTunnelRequest(tunnel=tunnel)).tunnel
+
+    def tunnels(self) -> list[tpb.Tunnel]:
+        """All tunnels."""
+        return list(self._call(self._tunnels.ListTunnels, tpb.ListTunnelsRequest()).tunnels)
+
+    def tunnel(self, name: str) -> tpb.Tunnel:
+        """One tunnel."""
+        return self._call(self._tunnels.GetTunnel, tpb.GetTunnelRequest(name=name)).tunnel
+
+    def delete_tunnel(self, name: str) -> None:
+        """Remove a tunnel from both nodes."""
+        self._call(self._tunnels.DeleteTunnel, tpb.DeleteTunnelRequest(name=name))
+
+
+TunnelEnd = tpb.TunnelEnd

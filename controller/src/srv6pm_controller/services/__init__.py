@@ -1,0 +1,1 @@
+"""gRPC servicers of srv6pm-controller (srv6pm.controller.v1)."""

@@ -1,0 +1,1 @@
+"""Clients of the node agents (srv6pm.node.v1)."""

@@ -1,0 +1,101 @@
+"""The controller's persistent state: registered nodes and provisioned tunnels, in SQLite.
+
+Records are the API's own protobuf messages, serialised; the database file is created with
+mode 0600 because node credentials (keys, tokens) are kept in it to reconnect after a restart.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import TypeVar
+
+from google.protobuf.message import Message
+
+from srv6pm.controller.v1 import node_service_pb2, tunnel_service_pb2
+
+M = TypeVar("M", bound=Message)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS nodes (name TEXT PRIMARY KEY, record BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS tunnels (name TEXT PRIMARY KEY, record BLOB NOT NULL);
+"""
+
+
+def default_state_dir() -> Path:
+    """Per-user state directory: $XDG_STATE_HOME/srv6pm, else ~/.local/state/srv6pm."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "srv6pm"
+
+
+class Store:
+    """Nodes and tunnels by name. Thread-safe; every write is one committed transaction."""
+
+    def __init__(self, state_dir: Path) -> None:
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = state_dir / "controller.sqlite3"
+        if not path.exists():
+            path.touch(mode=0o600)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.executescript(_SCHEMA)
+        self._lock = threading.Lock()
+        self.path = path
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+
+    def _put(self, table: str, name: str, record: Message) -> None:
+        with self._lock:
+            self._db.execute(
+                f"INSERT OR REPLACE INTO {table} (name, record) VALUES (?, ?)",
+                (name, record.SerializeToString()),
+            )
+
+    def _get(self, table: str, name: str, cls: type[M]) -> M | None:
+        with self._lock:
+            row = self._db.execute(f"SELECT record FROM {table} WHERE name = ?", (name,)).fetchone()
+        return cls.FromString(row[0]) if row else None
+
+    def _all(self, table: str, cls: type[M]) -> list[M]:
+        with self._lock:
+            rows = self._db.execute(f"SELECT record FROM {table} ORDER BY name").fetchall()
+        return [cls.FromString(r[0]) for r in rows]
+
+    def _delete(self, table: str, name: str) -> bool:
+        with self._lock:
+            return self._db.execute(f"DELETE FROM {table} WHERE name = ?", (name,)).rowcount > 0
+
+    def put_node(self, node: node_service_pb2.Node) -> None:
+        """Insert or replace a node (with its credentials)."""
+        self._put("nodes", node.name, node)
+
+    def get_node(self, name: str) -> node_service_pb2.Node | None:
+        """A node by name, or None."""
+        return self._get("nodes", name, node_service_pb2.Node)
+
+    def nodes(self) -> list[node_service_pb2.Node]:
+        """All nodes, by name."""
+        return self._all("nodes", node_service_pb2.Node)
+
+    def delete_node(self, name: str) -> bool:
+        """Forget a node; False if unknown."""
+        return self._delete("nodes", name)
+
+    def put_tunnel(self, tunnel: tunnel_service_pb2.Tunnel) -> None:
+        """Insert or replace a tunnel."""
+        self._put("tunnels", tunnel.name, tunnel)
+
+    def get_tunnel(self, name: str) -> tunnel_service_pb2.Tunnel | None:
+        """A tunnel by name, or None."""
+        return self._get("tunnels", name, tunnel_service_pb2.Tunnel)
+
+    def tunnels(self) -> list[tunnel_service_pb2.Tunnel]:
+        """All tunnels, by name."""
+        return self._all("tunnels", tunnel_service_pb2.Tunnel)
+
+    def delete_tunnel(self, name: str) -> bool:
+        """Forget a tunnel; False if unknown."""
+        return self._delete("tunnels", name)

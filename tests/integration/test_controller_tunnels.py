@@ -204,3 +204,28 @@ def test_node_health_follows_the_agent(env: Env):
     # Secrets never come back out of the API.
     env.client.register_node("r2", env.a2.target, insecure=True, token="s3cret")
     assert env.client.node("r2").credentials.token == ""
+
+
+def test_topology_from_the_nodes(env: Env):
+    t = env.t
+    err = env.cli("topology", "show", check=False)
+    assert err.returncode == 1 and "NOT_FOUND" in err.stderr
+    env.client.register_node("r1", env.a1.target, insecure=True)
+    env.client.register_node("r2", env.a2.target, insecure=True)
+    env.cli("tunnel", "create", "t1", *tunnel_args(t))
+    topo = json.loads(env.cli("--json", "topology", "show", "--extract").stdout)
+    assert [(n["name"], n["sids"]) for n in topo["nodes"]] == [
+        ("r1", [t.r1_decap_sid + "/128"]),
+        ("r2", [t.r2_decap_sid + "/128"]),
+    ]
+    assert {
+        (e["source"], e["source_interface"], e["target"], e["target_interface"]) for e in topo["links"]
+    } == {("r1", "eth1", "r2", "eth1"), ("r2", "eth1", "r1", "eth1")}
+    human = env.cli("topology", "show").stdout  # the stored one
+    assert "r1:eth1" in human and "r2:eth1" in human
+    # After a controller restart the stored topology is still there.
+    env.client.close()
+    env.ctl.stop(env.lab)
+    env.ctl = start_controller(env.lab, env.tmp)
+    env.client = Client(env.ctl.target)
+    assert len(env.client.topology().links) == 2

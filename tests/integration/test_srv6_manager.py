@@ -461,3 +461,17 @@ def test_concurrent_identical_creates_install_one_route(topo):
         th.join()
     assert sorted(results) == [False] * 7 + [True]
     wait_until(lambda: len(s.ListPaths(pb.ListPathsRequest()).paths) == 1, timeout=2)
+
+
+def test_list_interfaces_reports_kernel_state(topo):
+    t, a1, _ = topo
+    ifaces = {i.name: i for i in stub(a1).ListInterfaces(pb.ListInterfacesRequest()).interfaces}
+    assert set(ifaces) == {"lo", "eth0", "eth1"}
+    assert ifaces["eth1"].up and ifaces["eth1"].addresses == ["fd00:12::1/64"]
+    assert ifaces["eth0"].addresses == ["fd00:1::1/64"]
+    assert len(ifaces["eth1"].mac) == 17 and ifaces["eth1"].mtu == 1500
+    assert "::1/128" in ifaces["lo"].addresses
+    with t.r1.ipr() as ipr:  # the kernel's change shows at once: nothing is cached
+        ipr.link("set", index=ipr.link_lookup(ifname="eth1")[0], state="down")
+    ifaces = {i.name: i for i in stub(a1).ListInterfaces(pb.ListInterfacesRequest()).interfaces}
+    assert not ifaces["eth1"].up

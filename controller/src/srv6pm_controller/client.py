@@ -22,6 +22,8 @@ import grpc
 
 from srv6pm.controller.v1 import node_service_pb2 as npb
 from srv6pm.controller.v1 import node_service_pb2_grpc as npb_grpc
+from srv6pm.controller.v1 import topology_service_pb2 as topb
+from srv6pm.controller.v1 import topology_service_pb2_grpc as topb_grpc
 from srv6pm.controller.v1 import tunnel_service_pb2 as tpb
 from srv6pm.controller.v1 import tunnel_service_pb2_grpc as tpb_grpc
 
@@ -71,6 +73,7 @@ class Client:
         self._channel = open_channel(self.address, creds)
         self._nodes = npb_grpc.NodeServiceStub(self._channel)
         self._tunnels = tpb_grpc.TunnelServiceStub(self._channel)
+        self._topology = topb_grpc.TopologyServiceStub(self._channel)
         self.timeout = timeout
 
     def __enter__(self) -> Client:
@@ -163,6 +166,15 @@ class Client:
     def delete_tunnel(self, name: str) -> None:
         """Remove a tunnel from both nodes."""
         self._call(self._tunnels.DeleteTunnel, tpb.DeleteTunnelRequest(name=name))
+
+    # topology
+    def extract_topology(self, source: int = 0) -> topb.Topology:
+        """Read the topology from the network now, store it and return it."""
+        return self._call(self._topology.ExtractTopology, topb.ExtractTopologyRequest(source=source)).topology
+
+    def topology(self) -> topb.Topology:
+        """The stored topology."""
+        return self._call(self._topology.GetTopology, topb.GetTopologyRequest()).topology
 
 
 TunnelEnd = tpb.TunnelEnd

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from srv6pm.controller.v1 import node_service_pb2_grpc, tunnel_service_pb2_grpc
+from srv6pm.controller.v1 import node_service_pb2_grpc, topology_service_pb2_grpc, tunnel_service_pb2_grpc
 from srv6pm_common.grpc_server import (
     ConfigError,
     GrpcServer,
@@ -22,9 +22,10 @@ from srv6pm_common.grpc_server import (
 )
 from srv6pm_common.logs import configure_logging
 
-from ..services import nodes, tunnels
+from ..services import nodes, topology, tunnels
 from ..southbound.channels import NodeChannels
 from ..store import Store, default_state_dir
+from ..topology.store import ArangoTopologyStore, EmbeddedTopologyStore, TopologyStore
 
 log = logging.getLogger("srv6pm_controller")
 ENV_PREFIX = "SRV6PM_CONTROLLER"
@@ -42,6 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=Path(env_default(ENV_PREFIX, "state-dir") or default_state_dir()),
         help="where the registry of nodes and tunnels lives (default %(default)s)",
     )
+    parser.add_argument(
+        "--arango-url",
+        default=env_default(ENV_PREFIX, "arango-url"),
+        help="keep the topology in ArangoDB at this URL (default: embedded store)",
+    )
+    parser.add_argument("--arango-db", default=env_default(ENV_PREFIX, "arango-db", "srv6pm"))
+    parser.add_argument("--arango-user", default=env_default(ENV_PREFIX, "arango-user", "root"))
+    parser.add_argument(
+        "--arango-password-file", type=Path, default=env_default(ENV_PREFIX, "arango-password-file")
+    )
     parser.add_argument("--grace", type=float, default=5.0, help="seconds in-flight calls get on SIGTERM")
     return parser
 
@@ -51,7 +62,21 @@ def build_server(args: argparse.Namespace) -> tuple[GrpcServer, Store, NodeChann
     store = Store(args.state_dir)
     channels = NodeChannels()
     registry = nodes.NodeRegistry(store, channels)
+    topo_store: TopologyStore
+    if args.arango_url:
+        password = args.arango_password_file.read_text().strip() if args.arango_password_file else ""
+        try:
+            topo_store = ArangoTopologyStore(args.arango_url, args.arango_db, args.arango_user, password)
+        except Exception as exc:  # python-arango raises many types; all mean "cannot use it"
+            raise ConfigError(f"cannot use ArangoDB at {args.arango_url}: {exc}") from exc
+    else:
+        topo_store = EmbeddedTopologyStore(store.path)
     services = [
+        Service(
+            topology.SERVICE_NAME,
+            topology.TopologyService(registry, topo_store),
+            topology_service_pb2_grpc.add_TopologyServiceServicer_to_server,
+        ),
         Service(
             nodes.SERVICE_NAME,
             nodes.NodeService(registry, lambda n: tunnels.tunnels_using(registry, n)),

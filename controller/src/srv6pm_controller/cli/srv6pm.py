@@ -125,6 +125,24 @@ def cmd_tunnel_delete(c: Client, args: argparse.Namespace) -> str:
     return json.dumps({"deleted": args.name}) if args.json else f"tunnel {args.name} deleted"
 
 
+def cmd_topology_show(c: Client, args: argparse.Namespace) -> str:
+    topo = c.extract_topology() if args.extract else c.topology()
+    if args.json:
+        return _as_json(topo)
+    nodes = table(
+        [[n.name, n.router_id or "-", ",".join(n.sids) or "-"] for n in topo.nodes],
+        ["node", "router id", "sids"],
+    )
+    links = table(
+        [
+            [f"{e.source}:{e.source_interface}", f"{e.target}:{e.target_interface}", str(e.metric)]
+            for e in topo.links
+        ],
+        ["from", "to", "metric"],
+    )
+    return f"{nodes}\n\n{links}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of srv6pm."""
     p = argparse.ArgumentParser(prog="srv6pm", description="srv6-pm command line")
@@ -171,6 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
     delete = tunnel.add_parser("delete", help="remove a tunnel from both ends")
     delete.add_argument("name")
     delete.set_defaults(func=cmd_tunnel_delete)
+    topo = sub.add_parser("topology", help="network topology").add_subparsers(dest="cmd", required=True)
+    show = topo.add_parser("show", help="nodes and links")
+    show.add_argument(
+        "--extract", action="store_true", help="read it from the network now (else the stored one)"
+    )
+    show.set_defaults(func=cmd_topology_show)
     return p
 
 

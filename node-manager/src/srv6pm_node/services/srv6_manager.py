@@ -151,5 +151,18 @@ class SRv6ManagerService(pb_grpc.SRv6ManagerServicer):
         )
         return pb.DeleteBehaviorResponse(behavior=behavior_to_pb(behavior))
 
+    @_rpc
+    def ListInterfaces(
+        self, request: pb.ListInterfacesRequest, context: grpc.ServicerContext
+    ) -> pb.ListInterfacesResponse:
+        return pb.ListInterfacesResponse(
+            interfaces=[
+                pb.Interface(
+                    name=i.name, index=i.index, up=i.up, mac=i.mac, mtu=i.mtu, addresses=list(i.addresses)
+                )
+                for i in self.kernel.list_interfaces()
+            ]
+        )
+
 
 __all__ = ["SERVICE_NAME", "SRv6ManagerService", "behavior_to_pb", "path_to_pb"]

@@ -84,3 +84,15 @@ class BehaviorSpec:
     lookup_table: int = 0  # End.T; End.DT6 in table mode
     vrf_table: int = 0  # End.DT4, End.DT46; End.DT6 in VRF mode
     segments: tuple[str, ...] = field(default=())  # End.B6, End.B6.Encaps
+
+
+@dataclass(frozen=True)
+class InterfaceInfo:
+    """An interface as the kernel reports it (for topology discovery)."""
+
+    name: str
+    index: int
+    up: bool
+    mac: str
+    mtu: int
+    addresses: tuple[str, ...]  # "addr/prefixlen", link-local excluded

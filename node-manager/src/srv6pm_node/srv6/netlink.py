@@ -27,7 +27,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl.rtmsg import rtmsg_base
 
 from .errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, SRv6Error
-from .model import Action, BehaviorSpec, EncapMode, PathSpec
+from .model import Action, BehaviorSpec, EncapMode, InterfaceInfo, PathSpec
 
 _SEG6_ENCAP = 5  # LWTUNNEL_ENCAP_SEG6
 _SEG6LOCAL_ENCAP = 7  # LWTUNNEL_ENCAP_SEG6_LOCAL
@@ -164,6 +164,33 @@ class SRv6Netlink:
             before = self._to_behavior(ipr, current)
             self._delete(ipr, current, sid)
             return before
+
+    # ----- interfaces -------------------------------------------------------------------------
+
+    def list_interfaces(self) -> list[InterfaceInfo]:
+        """Every interface with its non-link-local addresses."""
+        with self._ipr() as ipr:
+            addrs: dict[int, list[str]] = {}
+            for a in ipr.get_addr():
+                address = a.get_attr("IFA_ADDRESS") or a.get_attr("IFA_LOCAL")
+                if not address or ipaddress.ip_address(address).is_link_local:
+                    continue
+                addrs.setdefault(a["index"], []).append(f"{address}/{a['prefixlen']}")
+            out = []
+            for link in ipr.get_links():
+                flags = link["flags"]
+                mac = link.get_attr("IFLA_ADDRESS") or ""
+                out.append(
+                    InterfaceInfo(
+                        name=link.get_attr("IFLA_IFNAME"),
+                        index=link["index"],
+                        up=bool(flags & 0x1) and link.get_attr("IFLA_OPERSTATE") in ("UP", "UNKNOWN"),
+                        mac="" if mac == "00:00:00:00:00:00" else mac,
+                        mtu=link.get_attr("IFLA_MTU") or 0,
+                        addresses=tuple(sorted(addrs.get(link["index"], []))),
+                    )
+                )
+            return sorted(out, key=lambda i: i.index)
 
     # ----- netlink plumbing -------------------------------------------------------------------
 

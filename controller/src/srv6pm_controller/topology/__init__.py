@@ -1,0 +1,1 @@
+"""Network topology: extracted from the nodes, stored embedded (default) or in ArangoDB."""

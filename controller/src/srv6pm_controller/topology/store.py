@@ -108,7 +108,9 @@ class ArangoTopologyStore:
 
         # One quick attempt: an unreachable database should fail the start, not hang it.
         http = DefaultHTTPClient(request_timeout=10, retry_attempts=1, backoff_factor=0)
-        self._db = ArangoClient(hosts=url, http_client=http).db(database, username=username, password=password)
+        self._db = ArangoClient(hosts=url, http_client=http).db(
+            database, username=username, password=password
+        )
         if not self._db.has_graph(GRAPH):
             self._db.create_graph(
                 GRAPH,

@@ -14,18 +14,21 @@ Answers are the API's protobuf messages (``srv6pm.controller.v1``). Every failur
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import grpc
 
+from srv6pm.controller.v1 import measurement_service_pb2 as mpb
+from srv6pm.controller.v1 import measurement_service_pb2_grpc as mpb_grpc
 from srv6pm.controller.v1 import node_service_pb2 as npb
 from srv6pm.controller.v1 import node_service_pb2_grpc as npb_grpc
 from srv6pm.controller.v1 import topology_service_pb2 as topb
 from srv6pm.controller.v1 import topology_service_pb2_grpc as topb_grpc
 from srv6pm.controller.v1 import tunnel_service_pb2 as tpb
 from srv6pm.controller.v1 import tunnel_service_pb2_grpc as tpb_grpc
+from srv6pm.node.v1 import srv6_pm_pb2 as pmpb
 
 from .southbound.channels import open_channel
 
@@ -74,6 +77,7 @@ class Client:
         self._nodes = npb_grpc.NodeServiceStub(self._channel)
         self._tunnels = tpb_grpc.TunnelServiceStub(self._channel)
         self._topology = topb_grpc.TopologyServiceStub(self._channel)
+        self._measurements = mpb_grpc.MeasurementServiceStub(self._channel)
         self.timeout = timeout
 
     def __enter__(self) -> Client:
@@ -175,6 +179,76 @@ class Client:
     def topology(self) -> topb.Topology:
         """The stored topology."""
         return self._call(self._topology.GetTopology, topb.GetTopologyRequest()).topology
+
+    # measurements
+    def create_measurement(
+        self,
+        measurement_id: str,
+        sender: str,
+        reflector: str,
+        *,
+        tunnel: str = "",
+        forward: Sequence[str] = (),
+        reverse: Sequence[str] = (),
+        period_s: float = 10.0,
+        guard_s: float | None = None,
+        protocol: int = pmpb.PROBE_PROTOCOL_STAMP,
+        loss: bool = True,
+        delay: bool = True,
+    ) -> mpb.Measurement:
+        """Start a measurement from ``sender`` to ``reflector`` (over a tunnel or explicit SID lists)."""
+        spec = pmpb.MeasurementSpec(
+            measurement_id=measurement_id,
+            forward_segments=list(forward),
+            reverse_segments=list(reverse),
+            protocol=protocol,
+            loss_enabled=loss,
+            delay_enabled=delay,
+        )
+        spec.color_period.FromNanoseconds(int(period_s * 1e9))
+        if guard_s is not None:
+            spec.guard_time.FromNanoseconds(int(guard_s * 1e9))
+        m = mpb.Measurement(sender_node=sender, reflector_node=reflector, tunnel=tunnel, spec=spec)
+        return self._call(
+            self._measurements.CreateMeasurement, mpb.CreateMeasurementRequest(measurement=m)
+        ).measurement
+
+    def measurements(self) -> list[mpb.Measurement]:
+        """All measurements."""
+        return list(
+            self._call(self._measurements.ListMeasurements, mpb.ListMeasurementsRequest()).measurements
+        )
+
+    def measurement(self, measurement_id: str, recent_blocks: int = 10) -> mpb.GetMeasurementResponse:
+        """A measurement and its most recent block results."""
+        return self._call(
+            self._measurements.GetMeasurement,
+            mpb.GetMeasurementRequest(measurement_id=measurement_id, recent_blocks=recent_blocks),
+        )
+
+    def delete_measurement(self, measurement_id: str) -> None:
+        """Stop a measurement on both nodes and forget it."""
+        self._call(
+            self._measurements.DeleteMeasurement, mpb.DeleteMeasurementRequest(measurement_id=measurement_id)
+        )
+
+    def results(self, measurement_ids: Sequence[str] = ()) -> Iterator[pmpb.BlockResult]:
+        """Block results as they arrive (blocks forever; break out of the loop to stop)."""
+        call = self._measurements.StreamResults(
+            mpb.StreamResultsRequest(measurement_ids=list(measurement_ids))
+        )
+        try:
+            for response in call:
+                yield response.result
+        except grpc.RpcError as exc:
+            code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
+            if code == grpc.StatusCode.CANCELLED:
+                return
+            if code == grpc.StatusCode.UNAVAILABLE:
+                raise ClientError(code.name, f"controller at {self.address} is unreachable") from None
+            raise ClientError(code.name, exc.details() if isinstance(exc, grpc.Call) else str(exc)) from None
+        finally:
+            call.cancel()
 
 
 TunnelEnd = tpb.TunnelEnd

@@ -14,14 +14,26 @@ from typing import TypeVar
 
 from google.protobuf.message import Message
 
-from srv6pm.controller.v1 import node_service_pb2, tunnel_service_pb2
+from srv6pm.controller.v1 import measurement_service_pb2, node_service_pb2, tunnel_service_pb2
+from srv6pm.node.v1 import srv6_pm_pb2
 
 M = TypeVar("M", bound=Message)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (name TEXT PRIMARY KEY, record BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS tunnels (name TEXT PRIMARY KEY, record BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS measurements (name TEXT PRIMARY KEY, record BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS results (
+    measurement_id TEXT NOT NULL,
+    block_number INTEGER NOT NULL,
+    record BLOB NOT NULL,
+    PRIMARY KEY (measurement_id, block_number)
+);
 """
+
+# Results kept per measurement for GetMeasurement and for resuming streams; the full history
+# lives downstream (Kafka -> InfluxDB).
+KEEP_RESULTS = 1000
 
 
 def default_state_dir() -> Path:
@@ -99,3 +111,55 @@ class Store:
     def delete_tunnel(self, name: str) -> bool:
         """Forget a tunnel; False if unknown."""
         return self._delete("tunnels", name)
+
+    def put_measurement(self, m: measurement_service_pb2.Measurement) -> None:
+        """Insert or replace a measurement."""
+        self._put("measurements", m.spec.measurement_id, m)
+
+    def get_measurement(self, mid: str) -> measurement_service_pb2.Measurement | None:
+        """A measurement by id, or None."""
+        return self._get("measurements", mid, measurement_service_pb2.Measurement)
+
+    def measurements(self) -> list[measurement_service_pb2.Measurement]:
+        """All measurements, by id."""
+        return self._all("measurements", measurement_service_pb2.Measurement)
+
+    def delete_measurement(self, mid: str) -> bool:
+        """Forget a measurement and its stored results; False if unknown."""
+        with self._lock:
+            self._db.execute("DELETE FROM results WHERE measurement_id = ?", (mid,))
+        return self._delete("measurements", mid)
+
+    def add_result(self, result: srv6_pm_pb2.BlockResult) -> bool:
+        """Store a block result; False if that (measurement, block) is already stored."""
+        with self._lock:
+            cur = self._db.execute(
+                "INSERT OR IGNORE INTO results (measurement_id, block_number, record) VALUES (?, ?, ?)",
+                (result.measurement_id, result.block_number, result.SerializeToString()),
+            )
+            if cur.rowcount == 0:
+                return False
+            self._db.execute(
+                "DELETE FROM results WHERE measurement_id = ? AND block_number <= ("
+                "SELECT block_number FROM results WHERE measurement_id = ? "
+                "ORDER BY block_number DESC LIMIT 1 OFFSET ?)",
+                (result.measurement_id, result.measurement_id, KEEP_RESULTS),
+            )
+            return True
+
+    def recent_results(self, mid: str, limit: int) -> list[srv6_pm_pb2.BlockResult]:
+        """The newest ``limit`` results of a measurement, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT record FROM results WHERE measurement_id = ? ORDER BY block_number DESC LIMIT ?",
+                (mid, limit),
+            ).fetchall()
+        return [srv6_pm_pb2.BlockResult.FromString(r[0]) for r in reversed(rows)]
+
+    def last_block(self, mid: str) -> int:
+        """The newest stored block number of a measurement (0 if none)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT MAX(block_number) FROM results WHERE measurement_id = ?", (mid,)
+            ).fetchone()
+        return row[0] or 0

@@ -9,9 +9,15 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from srv6pm.controller.v1 import node_service_pb2_grpc, topology_service_pb2_grpc, tunnel_service_pb2_grpc
+from srv6pm.controller.v1 import (
+    measurement_service_pb2_grpc,
+    node_service_pb2_grpc,
+    topology_service_pb2_grpc,
+    tunnel_service_pb2_grpc,
+)
 from srv6pm_common.grpc_server import (
     ConfigError,
     GrpcServer,
@@ -22,7 +28,9 @@ from srv6pm_common.grpc_server import (
 )
 from srv6pm_common.logs import configure_logging
 
-from ..services import nodes, topology, tunnels
+from ..measurements.bus import ResultBus
+from ..measurements.collector import ResultCollector
+from ..services import measurements, nodes, topology, tunnels
 from ..southbound.channels import NodeChannels
 from ..store import Store, default_state_dir
 from ..topology.store import ArangoTopologyStore, EmbeddedTopologyStore, TopologyStore
@@ -57,38 +65,67 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def build_server(args: argparse.Namespace) -> tuple[GrpcServer, Store, NodeChannels]:
-    """The controller's gRPC server and the state it owns."""
+@dataclass
+class Controller:
+    """Everything the running controller owns, for an orderly shutdown."""
+
+    server: GrpcServer
+    store: Store
+    channels: NodeChannels
+    collector: ResultCollector
+
+    def close(self) -> None:
+        """Stop collecting, close channels and the state file."""
+        self.collector.close()
+        self.channels.close()
+        self.store.close()
+
+
+def _topology_store(args: argparse.Namespace, store: Store) -> TopologyStore:
+    if not args.arango_url:
+        return EmbeddedTopologyStore(store.path)
+    password = args.arango_password_file.read_text().strip() if args.arango_password_file else ""
+    try:
+        return ArangoTopologyStore(args.arango_url, args.arango_db, args.arango_user, password)
+    except Exception as exc:  # python-arango raises many types; all mean "cannot use it"
+        raise ConfigError(f"cannot use ArangoDB at {args.arango_url}: {exc}") from exc
+
+
+def build(args: argparse.Namespace) -> Controller:
+    """The controller's gRPC server and the state it owns, from parsed flags."""
     store = Store(args.state_dir)
     channels = NodeChannels()
     registry = nodes.NodeRegistry(store, channels)
-    topo_store: TopologyStore
-    if args.arango_url:
-        password = args.arango_password_file.read_text().strip() if args.arango_password_file else ""
-        try:
-            topo_store = ArangoTopologyStore(args.arango_url, args.arango_db, args.arango_user, password)
-        except Exception as exc:  # python-arango raises many types; all mean "cannot use it"
-            raise ConfigError(f"cannot use ArangoDB at {args.arango_url}: {exc}") from exc
-    else:
-        topo_store = EmbeddedTopologyStore(store.path)
+    bus = ResultBus()
+    collector = ResultCollector(registry, store, bus.publish)
+
+    def node_users(name: str) -> list[str]:
+        return tunnels.tunnels_using(registry, name) + measurements.measurements_using(registry, node=name)
+
     services = [
         Service(
-            topology.SERVICE_NAME,
-            topology.TopologyService(registry, topo_store),
-            topology_service_pb2_grpc.add_TopologyServiceServicer_to_server,
-        ),
-        Service(
             nodes.SERVICE_NAME,
-            nodes.NodeService(registry, lambda n: tunnels.tunnels_using(registry, n)),
+            nodes.NodeService(registry, node_users),
             node_service_pb2_grpc.add_NodeServiceServicer_to_server,
         ),
         Service(
             tunnels.SERVICE_NAME,
-            tunnels.TunnelService(registry),
+            tunnels.TunnelService(registry, lambda t: measurements.measurements_using(registry, tunnel=t)),
             tunnel_service_pb2_grpc.add_TunnelServiceServicer_to_server,
         ),
+        Service(
+            measurements.SERVICE_NAME,
+            measurements.MeasurementService(registry, bus, collector),
+            measurement_service_pb2_grpc.add_MeasurementServiceServicer_to_server,
+        ),
+        Service(
+            topology.SERVICE_NAME,
+            topology.TopologyService(registry, _topology_store(args, store)),
+            topology_service_pb2_grpc.add_TopologyServiceServicer_to_server,
+        ),
     ]
-    return GrpcServer(args.listen, security_from_args(args), services), store, channels
+    server = GrpcServer(args.listen, security_from_args(args), services)
+    return Controller(server, store, channels, collector)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -96,18 +133,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.log_level, args.log_format)
     try:
-        server, store, channels = build_server(args)
+        ctl = build(args)
     except ConfigError as exc:
         print(f"srv6pm-controller: {exc}", file=sys.stderr)
         return 2
-    server.start()
+    ctl.server.start()
+    ctl.collector.refresh()  # re-attach to the measurements that were running before a restart
     log.info(
         "serving",
-        extra={"listen": args.listen, "port": server.port, "tls": server.tls, "state": str(store.path)},
+        extra={
+            "listen": args.listen,
+            "port": ctl.server.port,
+            "tls": ctl.server.tls,
+            "state": str(ctl.store.path),
+        },
     )
-    server.serve_until_signal(args.grace)
-    channels.close()
-    store.close()
+    ctl.server.serve_until_signal(args.grace)
+    ctl.close()
     log.info("stopped")
     return 0
 

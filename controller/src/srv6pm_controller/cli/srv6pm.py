@@ -17,6 +17,7 @@ from google.protobuf.json_format import MessageToDict
 
 from srv6pm.controller.v1 import node_service_pb2 as npb
 from srv6pm.node.v1 import srv6_manager_pb2 as mpb
+from srv6pm.node.v1 import srv6_pm_pb2 as pmpb
 
 from ..client import ENV_ADDRESS, Client, ClientError, TunnelEnd
 
@@ -143,6 +144,115 @@ def cmd_topology_show(c: Client, args: argparse.Namespace) -> str:
     return f"{nodes}\n\n{links}"
 
 
+_PROTOCOLS = {"stamp": pmpb.PROBE_PROTOCOL_STAMP, "twamp-light": pmpb.PROBE_PROTOCOL_TWAMP_LIGHT_LM}
+_STATES = {
+    pmpb.MEASUREMENT_STATE_RUNNING: "running",
+    pmpb.MEASUREMENT_STATE_STOPPED: "stopped",
+    pmpb.MEASUREMENT_STATE_FAILED: "failed",
+    pmpb.MEASUREMENT_STATE_UNSPECIFIED: "?",
+}
+RESULT_HEADERS = [
+    "measurement",
+    "block",
+    "col",
+    "fwd tx",
+    "fwd rx",
+    "fwd lost",
+    "fwd loss%",
+    "rev tx",
+    "rev rx",
+    "rev lost",
+    "rtt avg ms",
+    "jitter ms",
+]
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:.3f}"
+
+
+def result_row(r: Any) -> list[str]:
+    """One block result as table cells."""
+    f, b, d = r.forward, r.reverse, r.two_way_delay
+    fwd = (
+        [str(f.tx_packets), str(f.rx_packets), str(f.lost_packets), f"{100 * f.loss_ratio:.3f}"]
+        if f.valid
+        else ["-"] * 4
+    )
+    rev = [str(b.tx_packets), str(b.rx_packets), str(b.lost_packets)] if b.valid else ["-"] * 3
+    delay = [_ms(d.avg_ns), _ms(d.jitter_ns)] if d.valid else ["-", "-"]
+    block = str(r.block_number) + (f" (+{r.merged_blocks - 1})" if r.merged_blocks > 1 else "")
+    return [r.measurement_id, block, str(r.color), *fwd, *rev, *delay]
+
+
+def cmd_measure_create(c: Client, args: argparse.Namespace) -> str:
+    m = c.create_measurement(
+        args.id,
+        args.sender,
+        args.reflector,
+        tunnel=args.tunnel or "",
+        forward=_split(args.forward or ""),
+        reverse=_split(args.reverse or ""),
+        period_s=args.period,
+        guard_s=args.guard,
+        protocol=_PROTOCOLS[args.protocol],
+        loss=not args.no_loss,
+        delay=not args.no_delay,
+    )
+    return _as_json(m) if args.json else f"measurement {m.spec.measurement_id} started"
+
+
+def _measure_row(m: Any) -> list[str]:
+    period = m.spec.color_period.ToNanoseconds() / 1e9
+    return [
+        m.spec.measurement_id,
+        m.sender_node,
+        m.reflector_node,
+        ",".join(m.spec.forward_segments),
+        f"{period:g}s",
+        _STATES[m.state],
+    ]
+
+
+def cmd_measure_list(c: Client, args: argparse.Namespace) -> str:
+    ms = c.measurements()
+    if args.json:
+        return _as_json(ms)
+    return table([_measure_row(m) for m in ms], ["id", "sender", "reflector", "forward", "period", "state"])
+
+
+def cmd_measure_show(c: Client, args: argparse.Namespace) -> str:
+    got = c.measurement(args.id, args.blocks)
+    if args.json:
+        return _as_json(got)
+    head = table([_measure_row(got.measurement)], ["id", "sender", "reflector", "forward", "period", "state"])
+    return head + "\n\n" + table([result_row(r) for r in got.recent_results], RESULT_HEADERS)
+
+
+def cmd_measure_delete(c: Client, args: argparse.Namespace) -> str:
+    c.delete_measurement(args.id)
+    return json.dumps({"deleted": args.id}) if args.json else f"measurement {args.id} deleted"
+
+
+def cmd_watch(c: Client, args: argparse.Namespace) -> str:
+    """Print results as they arrive: a refreshing table on a terminal, one line per block otherwise."""
+    rows: list[list[str]] = []
+    live = sys.stdout.isatty() and not args.json
+    for seen, r in enumerate(c.results(args.ids), start=1):
+        if args.json:
+            print(json.dumps(MessageToDict(r, preserving_proto_field_name=True)), flush=True)
+        elif live:
+            rows = ([*rows, result_row(r)])[-args.rows :]
+            print("\033[H\033[2J" + table(rows, RESULT_HEADERS), flush=True)
+        else:
+            if seen == 1:
+                print(table([], RESULT_HEADERS), flush=True)
+            print("  ".join(result_row(r)), flush=True)
+        if args.count and seen >= args.count:
+            break
+    return ""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of srv6pm."""
     p = argparse.ArgumentParser(prog="srv6pm", description="srv6-pm command line")
@@ -189,6 +299,36 @@ def build_parser() -> argparse.ArgumentParser:
     delete = tunnel.add_parser("delete", help="remove a tunnel from both ends")
     delete.add_argument("name")
     delete.set_defaults(func=cmd_tunnel_delete)
+    measure = sub.add_parser("measure", help="loss and delay measurements").add_subparsers(
+        dest="cmd", required=True
+    )
+    mc = measure.add_parser("create", help="start a measurement on both nodes")
+    mc.add_argument("id")
+    mc.add_argument("--sender", required=True, help="node that marks and sends probes (ingress)")
+    mc.add_argument("--reflector", required=True, help="node that counts and reflects (egress)")
+    mc.add_argument("--tunnel", help="measure this tunnel's SID lists")
+    mc.add_argument("--forward", help="SID list sender->reflector (instead of --tunnel)")
+    mc.add_argument("--reverse", help="SID list reflector->sender")
+    mc.add_argument("--period", type=float, default=10.0, help="colour period T in seconds (1-3600)")
+    mc.add_argument("--guard", type=float, help="guard time in seconds (default T/2)")
+    mc.add_argument("--protocol", choices=sorted(_PROTOCOLS), default="stamp")
+    mc.add_argument("--no-loss", action="store_true", help="delay only")
+    mc.add_argument("--no-delay", action="store_true", help="loss only")
+    mc.set_defaults(func=cmd_measure_create)
+    measure.add_parser("list", help="all measurements").set_defaults(func=cmd_measure_list)
+    ms = measure.add_parser("show", help="status and recent blocks")
+    ms.add_argument("id")
+    ms.add_argument("--blocks", type=int, default=10)
+    ms.set_defaults(func=cmd_measure_show)
+    md = measure.add_parser("delete", help="stop on both nodes and forget")
+    md.add_argument("id")
+    md.set_defaults(func=cmd_measure_delete)
+    watch = sub.add_parser("watch", help="live per-block loss and delay")
+    watch.add_argument("ids", nargs="*", help="measurements (default: all)")
+    watch.add_argument("--count", type=int, default=0, help="exit after this many blocks")
+    watch.add_argument("--rows", type=int, default=20, help="rows kept on screen")
+    watch.set_defaults(func=cmd_watch)
+
     topo = sub.add_parser("topology", help="network topology").add_subparsers(dest="cmd", required=True)
     show = topo.add_parser("show", help="nodes and links")
     show.add_argument(
@@ -211,7 +351,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ClientError, OSError) as exc:
         print(f"srv6pm: {exc}", file=sys.stderr)
         return 1
-    print(out)
+    except KeyboardInterrupt:
+        return 130
+    if out:
+        print(out)
     return 0
 
 

@@ -1,0 +1,1 @@
+"""Measurements: collecting block results from the nodes and fanning them out."""

@@ -1,0 +1,130 @@
+"""Subscribing to the nodes' result streams.
+
+One long-lived ``SRv6PM.StreamResults`` call per sender node carries the results of every
+measurement that node sends for. When the call breaks (node restarted, network down) it is made
+again with exponential backoff, asking the node to replay blocks newer than the oldest "last block
+stored" among its measurements; results already stored are recognised by (measurement id, block
+number) and dropped, so a reconnect neither loses nor duplicates a block the node still has.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+import grpc
+
+from srv6pm.node.v1 import srv6_pm_pb2 as pb
+from srv6pm.node.v1 import srv6_pm_pb2_grpc as pb_grpc
+
+from ..services.nodes import NodeRegistry
+from ..store import Store
+
+log = logging.getLogger(__name__)
+
+BACKOFF_MIN = 0.2
+BACKOFF_MAX = 5.0
+
+
+class _NodeStream:
+    """The result stream of one sender node, kept alive by its own thread."""
+
+    def __init__(self, collector: ResultCollector, node: str, ids: frozenset[str]) -> None:
+        self.collector, self.node, self.ids = collector, node, ids
+        self._stop = threading.Event()
+        self._call: grpc.Future | None = None
+        self._lock = threading.Lock()
+        self.connects = 0
+        self._thread = threading.Thread(target=self._run, name=f"results-{node}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._lock:
+            if self._call is not None:
+                self._call.cancel()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        backoff = BACKOFF_MIN
+        store = self.collector.store
+        while not self._stop.is_set():
+            since = min(store.last_block(m) for m in self.ids)
+            request = pb.StreamResultsRequest(measurement_ids=sorted(self.ids), since_block=since)
+            try:
+                stub = pb_grpc.SRv6PMStub(self.collector.registry.channel(self.node))
+                with self._lock:
+                    if self._stop.is_set():
+                        return
+                    self._call = stub.StreamResults(request)
+                self.connects += 1
+                log.info(
+                    "result stream open",
+                    extra={"node": self.node, "since_block": since, "measurements": len(self.ids)},
+                )
+                for response in self._call:
+                    backoff = BACKOFF_MIN  # the stream works: start over from a short wait next time
+                    self.collector.handle(response.result)
+            except grpc.RpcError as exc:
+                if self._stop.is_set():
+                    return
+                code = exc.code() if isinstance(exc, grpc.Call) else None
+                log.warning(
+                    "result stream broken, reconnecting",
+                    extra={"node": self.node, "code": getattr(code, "name", "?"), "retry_in": backoff},
+                )
+            except Exception:  # e.g. the node was removed meanwhile: retry, the refresh will stop us
+                if self._stop.is_set():
+                    return
+                log.exception("result stream failed", extra={"node": self.node})
+            self._stop.wait(backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX)
+
+
+class ResultCollector:
+    """Keeps one stream per sender node with running measurements; stores and forwards results."""
+
+    def __init__(
+        self, registry: NodeRegistry, store: Store, on_result: Callable[[pb.BlockResult], None]
+    ) -> None:
+        self.registry = registry
+        self.store = store
+        self.on_result = on_result
+        self._streams: dict[str, _NodeStream] = {}
+        self._lock = threading.Lock()
+
+    def handle(self, result: pb.BlockResult) -> None:
+        """Store a result; forward it if it is new."""
+        if self.store.get_measurement(result.measurement_id) is None:
+            return  # deleted meanwhile
+        if self.store.add_result(result):
+            self.on_result(result)
+
+    def refresh(self) -> None:
+        """Align the streams with the measurements in the store (after create/delete, at start)."""
+        wanted: dict[str, set[str]] = {}
+        for m in self.store.measurements():
+            if m.state == pb.MEASUREMENT_STATE_RUNNING:
+                wanted.setdefault(m.sender_node, set()).add(m.spec.measurement_id)
+        with self._lock:
+            for node, stream in list(self._streams.items()):
+                if frozenset(wanted.get(node, ())) != stream.ids:
+                    stream.stop()
+                    del self._streams[node]
+            for node, ids in wanted.items():
+                if node not in self._streams:
+                    self._streams[node] = _NodeStream(self, node, frozenset(ids))
+
+    def connects(self, node: str) -> int:
+        """How many times the stream of ``node`` was (re)opened (for status and tests)."""
+        with self._lock:
+            stream = self._streams.get(node)
+        return stream.connects if stream else 0
+
+    def close(self) -> None:
+        """Stop every stream."""
+        with self._lock:
+            for stream in self._streams.values():
+                stream.stop()
+            self._streams.clear()

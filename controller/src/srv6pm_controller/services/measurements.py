@@ -1,0 +1,213 @@
+"""MeasurementService: start and stop measurements on two nodes, and serve their results."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Iterator
+
+import grpc
+
+from srv6pm.controller.v1 import measurement_service_pb2 as pb
+from srv6pm.controller.v1 import measurement_service_pb2_grpc as pb_grpc
+from srv6pm.node.v1 import srv6_pm_pb2 as npb
+from srv6pm.node.v1 import srv6_pm_pb2_grpc as npb_grpc
+from srv6pm_common import addresses
+
+from ..measurements.bus import ResultBus
+from ..measurements.collector import ResultCollector
+from .errors import AlreadyExists, ControllerError, InvalidArgument, NotFound, rpc
+from .nodes import NodeRegistry
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["MeasurementService"].full_name
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+MIN_PERIOD_S, MAX_PERIOD_S = 1, 3600
+
+
+def _node_error(node: str, what: str, exc: grpc.RpcError) -> ControllerError:
+    code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
+    details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+    return ControllerError(f"node {node}: {what}: {details}", code)
+
+
+def validate(m: pb.Measurement, registry: NodeRegistry) -> pb.Measurement:
+    """Check a measurement and fill what the controller knows (SID lists from the tunnel, defaults)."""
+    out = pb.Measurement()
+    out.CopyFrom(m)
+    spec = out.spec
+    if not _ID_RE.match(spec.measurement_id):
+        raise InvalidArgument(
+            f"measurement_id {spec.measurement_id!r} is invalid (letters, digits, '-', '_', '.')"
+        )
+    for role in ("sender_node", "reflector_node"):
+        if not getattr(out, role):
+            raise InvalidArgument(f"{role} is required")
+        registry.get(getattr(out, role))
+    if out.sender_node == out.reflector_node:
+        raise InvalidArgument("sender_node and reflector_node must differ")
+    if out.tunnel:
+        tunnel = registry.store.get_tunnel(out.tunnel)
+        if tunnel is None:
+            raise NotFound(f"unknown tunnel {out.tunnel!r}")
+        ends = (tunnel.left.node, tunnel.right.node)
+        if (out.sender_node, out.reflector_node) == ends:
+            forward, reverse = tunnel.forward_segments, tunnel.reverse_segments
+        elif (out.reflector_node, out.sender_node) == ends:
+            forward, reverse = tunnel.reverse_segments, tunnel.forward_segments
+        else:
+            raise InvalidArgument(
+                f"tunnel {out.tunnel!r} joins {ends[0]} and {ends[1]}, not the measurement's nodes"
+            )
+        if not spec.forward_segments:
+            spec.forward_segments.extend(forward)
+        if not spec.reverse_segments:
+            spec.reverse_segments.extend(reverse)
+    try:
+        normal = addresses.segments(spec.forward_segments, "spec.forward_segments")
+        del spec.forward_segments[:]
+        spec.forward_segments.extend(normal)
+        if spec.reverse_segments:
+            normal = addresses.segments(spec.reverse_segments, "spec.reverse_segments")
+            del spec.reverse_segments[:]
+            spec.reverse_segments.extend(normal)
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
+    period_ns = spec.color_period.ToNanoseconds()
+    if not MIN_PERIOD_S * 10**9 <= period_ns <= MAX_PERIOD_S * 10**9:
+        raise InvalidArgument(f"spec.color_period must be {MIN_PERIOD_S} s to {MAX_PERIOD_S} s")
+    if spec.HasField("guard_time") and not 0 < spec.guard_time.ToNanoseconds() < period_ns:
+        raise InvalidArgument("spec.guard_time must be above 0 and below color_period")
+    if not spec.HasField("guard_time"):
+        spec.guard_time.FromNanoseconds(period_ns // 2)
+    spec.protocol = spec.protocol or npb.PROBE_PROTOCOL_STAMP
+    spec.timestamp_format = spec.timestamp_format or npb.TIMESTAMP_FORMAT_NTP
+    out.ClearField("state")
+    out.ClearField("error")
+    return out
+
+
+def public(m: pb.Measurement) -> pb.Measurement:
+    """The measurement without its authentication key."""
+    out = pb.Measurement()
+    out.CopyFrom(m)
+    out.spec.authentication.ClearField("key")
+    return out
+
+
+class MeasurementService(pb_grpc.MeasurementServiceServicer):
+    """Implements srv6pm.controller.v1.MeasurementService."""
+
+    def __init__(self, registry: NodeRegistry, bus: ResultBus, collector: ResultCollector) -> None:
+        self.registry = registry
+        self.bus = bus
+        self.collector = collector
+        self._lock = threading.Lock()
+
+    def _pm(self, node: str) -> npb_grpc.SRv6PMStub:
+        return npb_grpc.SRv6PMStub(self.registry.channel(node))
+
+    @rpc
+    def CreateMeasurement(
+        self, request: pb.CreateMeasurementRequest, context: grpc.ServicerContext
+    ) -> pb.CreateMeasurementResponse:
+        m = validate(request.measurement, self.registry)
+        mid = m.spec.measurement_id
+        with self._lock:
+            existing = self.registry.store.get_measurement(mid)
+            if existing is not None:
+                raise AlreadyExists(f"measurement {mid!r} exists")
+            # Reflector first: the sender's first probe must find it listening.
+            try:
+                self._pm(m.reflector_node).StartReflector(npb.StartReflectorRequest(spec=m.spec), timeout=15)
+            except grpc.RpcError as exc:
+                raise _node_error(m.reflector_node, "starting the reflector", exc) from None
+            try:
+                self._pm(m.sender_node).StartSender(npb.StartSenderRequest(spec=m.spec), timeout=15)
+            except grpc.RpcError as exc:
+                try:
+                    self._pm(m.reflector_node).StopReflector(
+                        npb.StopReflectorRequest(measurement_id=mid), timeout=15
+                    )
+                except grpc.RpcError as undo:
+                    log.error(
+                        "could not stop the reflector after a failed start",
+                        extra={"measurement_id": mid, "reason": str(undo)},
+                    )
+                raise _node_error(m.sender_node, "starting the sender", exc) from None
+            m.state = npb.MEASUREMENT_STATE_RUNNING
+            m.created_at.GetCurrentTime()
+            self.registry.store.put_measurement(m)
+        self.collector.refresh()
+        log.info(
+            "measurement started",
+            extra={"measurement_id": mid, "sender": m.sender_node, "reflector": m.reflector_node},
+        )
+        return pb.CreateMeasurementResponse(measurement=public(m))
+
+    def _get(self, mid: str) -> pb.Measurement:
+        m = self.registry.store.get_measurement(mid)
+        if m is None:
+            raise NotFound(f"unknown measurement {mid!r}")
+        return m
+
+    @rpc
+    def GetMeasurement(
+        self, request: pb.GetMeasurementRequest, context: grpc.ServicerContext
+    ) -> pb.GetMeasurementResponse:
+        m = self._get(request.measurement_id)
+        recent = self.registry.store.recent_results(m.spec.measurement_id, request.recent_blocks or 10)
+        return pb.GetMeasurementResponse(measurement=public(m), recent_results=recent)
+
+    @rpc
+    def ListMeasurements(
+        self, request: pb.ListMeasurementsRequest, context: grpc.ServicerContext
+    ) -> pb.ListMeasurementsResponse:
+        return pb.ListMeasurementsResponse(
+            measurements=[public(m) for m in self.registry.store.measurements()]
+        )
+
+    @rpc
+    def DeleteMeasurement(
+        self, request: pb.DeleteMeasurementRequest, context: grpc.ServicerContext
+    ) -> pb.DeleteMeasurementResponse:
+        with self._lock:
+            m = self._get(request.measurement_id)
+            mid = m.spec.measurement_id
+            # Sender first (no more probes), then the reflector. Already stopped is fine.
+            for node, call, req in (
+                (m.sender_node, "StopSender", npb.StopSenderRequest(measurement_id=mid)),
+                (m.reflector_node, "StopReflector", npb.StopReflectorRequest(measurement_id=mid)),
+            ):
+                try:
+                    getattr(self._pm(node), call)(req, timeout=15)
+                except grpc.RpcError as exc:
+                    if not (isinstance(exc, grpc.Call) and exc.code() == grpc.StatusCode.NOT_FOUND):
+                        raise _node_error(node, f"{call}", exc) from None
+            self.registry.store.delete_measurement(mid)
+        self.collector.refresh()
+        return pb.DeleteMeasurementResponse()
+
+    def StreamResults(
+        self, request: pb.StreamResultsRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.StreamResultsResponse]:
+        sub = self.bus.subscribe(request.measurement_ids)
+        context.add_callback(sub.close)
+        try:
+            while context.is_active():
+                result = sub.get(timeout=0.5)
+                if result is not None:
+                    yield pb.StreamResultsResponse(result=result)
+        finally:
+            sub.close()
+
+
+def measurements_using(registry: NodeRegistry, node: str = "", tunnel: str = "") -> list[str]:
+    """Measurements on a node or over a tunnel (which then cannot be removed)."""
+    return [
+        f"measurement {m.spec.measurement_id}"
+        for m in registry.store.measurements()
+        if (node and node in (m.sender_node, m.reflector_node)) or (tunnel and m.tunnel == tunnel)
+    ]

@@ -16,7 +16,7 @@ from srv6pm.node.v1 import srv6_manager_pb2_grpc as mpb_grpc
 from srv6pm_controller.client import Client, ClientError, TunnelEnd
 from srv6pm_topos import two_routers
 from srv6pm_topos.agents import Agent, Controller, executable, start_agent, start_controller
-from srv6pm_topos.lab import Lab, Node
+from srv6pm_topos.lab import Lab, Node, wait_until
 from tests.support import require_tool
 
 pytestmark = pytest.mark.netns
@@ -229,3 +229,48 @@ def test_topology_from_the_nodes(env: Env):
     env.ctl = start_controller(env.lab, env.tmp)
     env.client = Client(env.ctl.target)
     assert len(env.client.topology().links) == 2
+
+
+def test_controller_requires_and_enforces_credentials(net: Lab, tmp_path: Path):
+    ctl = executable("srv6pm-controller")
+    out = subprocess.run(
+        [ctl, "--listen", f"unix:{tmp_path}/c.sock", "--state-dir", str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 2 and "no credentials" in out.stderr
+    token = tmp_path / "token"
+    token.write_text("ctl-token")
+    net.popen_host(
+        [
+            ctl,
+            "--listen",
+            f"unix:{tmp_path}/c.sock",
+            "--state-dir",
+            str(tmp_path / "s"),
+            "--token-file",
+            str(token),
+        ],
+        stderr=subprocess.DEVNULL,
+    )
+    target = f"unix:{tmp_path}/c.sock"
+    with Client(target) as anonymous:
+        wait_until(lambda: _code(anonymous) == "UNAUTHENTICATED", timeout=20)
+    with Client(target, token="ctl-token") as c:
+        assert c.nodes() == []
+    cli = subprocess.run(
+        [executable("srv6pm"), "--controller", target, "--token-file", str(token), "nodes", "list"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert cli.returncode == 0 and cli.stdout.startswith("NAME")
+
+
+def _code(client: Client) -> str:
+    try:
+        client.nodes()
+    except ClientError as exc:
+        return exc.code
+    return "OK"

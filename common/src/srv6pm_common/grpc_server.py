@@ -11,6 +11,7 @@ import hmac
 import logging
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent import futures
@@ -223,3 +224,31 @@ def security_from_args(args: argparse.Namespace) -> ServerSecurity:
         client_ca=args.tls_client_ca,
         token_file=args.token_file,
     )
+
+
+def run_server(
+    prog: str,
+    args: argparse.Namespace,
+    build: Callable[[], GrpcServer],
+    *,
+    on_started: Callable[[], dict[str, object]] | None = None,
+    on_stopped: Callable[[], None] | None = None,
+) -> int:
+    """A daemon's main loop: logs, build (exit 2 on a configuration error), serve until SIGTERM."""
+    from .logs import configure_logging  # here: importing the module must not configure anything
+
+    configure_logging(args.log_level, args.log_format)
+    daemon_log = logging.getLogger(prog)
+    try:
+        server = build()
+    except ConfigError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    server.start()
+    extra = on_started() if on_started else {}
+    daemon_log.info("serving", extra={"listen": args.listen, "port": server.port, "tls": server.tls, **extra})
+    server.serve_until_signal(args.grace)
+    if on_stopped:
+        on_stopped()
+    daemon_log.info("stopped")
+    return 0

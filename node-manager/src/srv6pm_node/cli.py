@@ -7,23 +7,19 @@ Every flag can also be set in the environment as ``SRV6PM_NODE_<FLAG>`` (e.g.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 
 from srv6pm.node.v1 import srv6_manager_pb2_grpc, srv6_pm_pb2_grpc
 from srv6pm_common.grpc_server import (
-    ConfigError,
     GrpcServer,
     Service,
     add_server_arguments,
+    run_server,
     security_from_args,
 )
-from srv6pm_common.logs import configure_logging
 
 from .services import srv6_manager, srv6_pm
-
-log = logging.getLogger("srv6pm_node")
 
 ENV_PREFIX = "SRV6PM_NODE"
 
@@ -60,25 +56,8 @@ def build_server(args: argparse.Namespace) -> GrpcServer:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the agent until SIGTERM/SIGINT."""
     args = build_parser().parse_args(argv)
-    configure_logging(args.log_level, args.log_format)
-    try:
-        server = build_server(args)
-    except ConfigError as exc:
-        print(f"srv6pm-node: {exc}", file=sys.stderr)
-        return 2
-    server.start()
-    log.info(
-        "serving",
-        extra={
-            "listen": args.listen,
-            "port": server.port,
-            "tls": server.tls,
-            "services": [srv6_manager.SERVICE_NAME, srv6_pm.SERVICE_NAME],
-        },
-    )
-    server.serve_until_signal(args.grace)
-    log.info("stopped")
-    return 0
+    names = [srv6_manager.SERVICE_NAME, srv6_pm.SERVICE_NAME]
+    return run_server("srv6pm-node", args, lambda: build_server(args), on_started=lambda: {"services": names})
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ Every flag can also be set in the environment as ``SRV6PM_CONTROLLER_<FLAG>``.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,9 +23,9 @@ from srv6pm_common.grpc_server import (
     Service,
     add_server_arguments,
     env_default,
+    run_server,
     security_from_args,
 )
-from srv6pm_common.logs import configure_logging
 
 from ..measurements.bus import ResultBus
 from ..measurements.collector import ResultCollector
@@ -35,7 +34,6 @@ from ..southbound.channels import NodeChannels
 from ..store import Store, default_state_dir
 from ..topology.store import ArangoTopologyStore, EmbeddedTopologyStore, TopologyStore
 
-log = logging.getLogger("srv6pm_controller")
 ENV_PREFIX = "SRV6PM_CONTROLLER"
 
 
@@ -131,27 +129,19 @@ def build(args: argparse.Namespace) -> Controller:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the controller until SIGTERM/SIGINT."""
     args = build_parser().parse_args(argv)
-    configure_logging(args.log_level, args.log_format)
-    try:
-        ctl = build(args)
-    except ConfigError as exc:
-        print(f"srv6pm-controller: {exc}", file=sys.stderr)
-        return 2
-    ctl.server.start()
-    ctl.collector.refresh()  # re-attach to the measurements that were running before a restart
-    log.info(
-        "serving",
-        extra={
-            "listen": args.listen,
-            "port": ctl.server.port,
-            "tls": ctl.server.tls,
-            "state": str(ctl.store.path),
-        },
+    parts: list[Controller] = []
+
+    def build_server() -> GrpcServer:
+        parts.append(build(args))
+        return parts[0].server
+
+    def started() -> dict[str, object]:
+        parts[0].collector.refresh()  # re-attach to the measurements that were running before a restart
+        return {"state": str(parts[0].store.path)}
+
+    return run_server(
+        "srv6pm-controller", args, build_server, on_started=started, on_stopped=lambda: parts[0].close()
     )
-    ctl.server.serve_until_signal(args.grace)
-    ctl.close()
-    log.info("stopped")
-    return 0
 
 
 if __name__ == "__main__":

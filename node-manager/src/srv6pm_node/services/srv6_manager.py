@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Callable
-from typing import Any, TypeVar
 
 import grpc
 
 from srv6pm.node.v1 import srv6_manager_pb2 as pb
 from srv6pm.node.v1 import srv6_manager_pb2_grpc as pb_grpc
+from srv6pm_common.errors import rpc
 
 from ..srv6 import validate
-from ..srv6.errors import SRv6Error
 from ..srv6.model import Action, BehaviorSpec, EncapMode, PathSpec
 from ..srv6.netlink import SRv6Netlink
 
@@ -23,25 +20,6 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SRv6Manager"].full_name
 
 _MODES = {m: getattr(pb, f"ENCAP_MODE_{m.name}") for m in EncapMode}
 _ACTIONS = {a: getattr(pb, f"BEHAVIOR_ACTION_{a.name}") for a in Action}
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _rpc(method: F) -> F:
-    """Turn domain errors into gRPC statuses, and log every change or refusal."""
-
-    @functools.wraps(method)
-    def wrapper(self: SRv6ManagerService, request: Any, context: grpc.ServicerContext) -> Any:
-        try:
-            response = method(self, request, context)
-        except SRv6Error as exc:
-            log.info("refused", extra={"rpc": method.__name__, "code": exc.code.name, "reason": str(exc)})
-            context.abort(exc.code, str(exc))
-        if not method.__name__.startswith(("Get", "List")):
-            log.info("applied", extra={"rpc": method.__name__})
-        return response
-
-    return wrapper  # type: ignore[return-value]
 
 
 def path_to_pb(spec: PathSpec) -> pb.Path:
@@ -81,45 +59,45 @@ class SRv6ManagerService(pb_grpc.SRv6ManagerServicer):
     def __init__(self, kernel: SRv6Netlink | None = None) -> None:
         self.kernel = kernel or SRv6Netlink()
 
-    @_rpc
+    @rpc
     def CreatePath(
         self, request: pb.CreatePathRequest, context: grpc.ServicerContext
     ) -> pb.CreatePathResponse:
         path, created = self.kernel.create_path(validate.path(request.path))
         return pb.CreatePathResponse(path=path_to_pb(path), created=created)
 
-    @_rpc
+    @rpc
     def GetPath(self, request: pb.GetPathRequest, context: grpc.ServicerContext) -> pb.GetPathResponse:
         path = self.kernel.get_path(validate.prefix(request.destination), validate.table(request.table))
         return pb.GetPathResponse(path=path_to_pb(path))
 
-    @_rpc
+    @rpc
     def ListPaths(self, request: pb.ListPathsRequest, context: grpc.ServicerContext) -> pb.ListPathsResponse:
         return pb.ListPathsResponse(
             paths=[path_to_pb(p) for p in self.kernel.list_paths(_list_table(request))]
         )
 
-    @_rpc
+    @rpc
     def UpdatePath(
         self, request: pb.UpdatePathRequest, context: grpc.ServicerContext
     ) -> pb.UpdatePathResponse:
         return pb.UpdatePathResponse(path=path_to_pb(self.kernel.update_path(validate.path(request.path))))
 
-    @_rpc
+    @rpc
     def DeletePath(
         self, request: pb.DeletePathRequest, context: grpc.ServicerContext
     ) -> pb.DeletePathResponse:
         path = self.kernel.delete_path(validate.prefix(request.destination), validate.table(request.table))
         return pb.DeletePathResponse(path=path_to_pb(path))
 
-    @_rpc
+    @rpc
     def CreateBehavior(
         self, request: pb.CreateBehaviorRequest, context: grpc.ServicerContext
     ) -> pb.CreateBehaviorResponse:
         behavior, created = self.kernel.create_behavior(validate.behavior(request.behavior))
         return pb.CreateBehaviorResponse(behavior=behavior_to_pb(behavior), created=created)
 
-    @_rpc
+    @rpc
     def GetBehavior(
         self, request: pb.GetBehaviorRequest, context: grpc.ServicerContext
     ) -> pb.GetBehaviorResponse:
@@ -128,21 +106,21 @@ class SRv6ManagerService(pb_grpc.SRv6ManagerServicer):
         )
         return pb.GetBehaviorResponse(behavior=behavior_to_pb(behavior))
 
-    @_rpc
+    @rpc
     def ListBehaviors(
         self, request: pb.ListBehaviorsRequest, context: grpc.ServicerContext
     ) -> pb.ListBehaviorsResponse:
         found = self.kernel.list_behaviors(_list_table(request))
         return pb.ListBehaviorsResponse(behaviors=[behavior_to_pb(b) for b in found])
 
-    @_rpc
+    @rpc
     def UpdateBehavior(
         self, request: pb.UpdateBehaviorRequest, context: grpc.ServicerContext
     ) -> pb.UpdateBehaviorResponse:
         behavior = self.kernel.update_behavior(validate.behavior(request.behavior))
         return pb.UpdateBehaviorResponse(behavior=behavior_to_pb(behavior))
 
-    @_rpc
+    @rpc
     def DeleteBehavior(
         self, request: pb.DeleteBehaviorRequest, context: grpc.ServicerContext
     ) -> pb.DeleteBehaviorResponse:
@@ -151,7 +129,7 @@ class SRv6ManagerService(pb_grpc.SRv6ManagerServicer):
         )
         return pb.DeleteBehaviorResponse(behavior=behavior_to_pb(behavior))
 
-    @_rpc
+    @rpc
     def ListInterfaces(
         self, request: pb.ListInterfacesRequest, context: grpc.ServicerContext
     ) -> pb.ListInterfacesResponse:

@@ -23,6 +23,9 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# --- system-test servers: Kafka 4.3.1 jars, telegraf v1.37.2, influxd v1.8.10 into .tools/ ------
+scripts/install-system-deps.sh
+
 # --- Python: uv (pinned) in .tools/, the workspace in .venv/ ---------------------------------
 PY=$(command -v python3.11 || command -v python3)
 "$PY" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || { log "Python 3.11 required, found $("$PY" -V)"; exit 1; }

@@ -10,56 +10,28 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
 import pytest
 
 from srv6pm.node.v1 import srv6_pm_pb2 as pmpb
-from srv6pm.node.v1 import srv6_pm_pb2_grpc as pmpb_grpc
 from srv6pm_controller.client import Client, ClientError
 from srv6pm_topos.agents import Controller, executable, start_controller
 from srv6pm_topos.lab import Lab, wait_until
 from tests.fakes.fake_pm_agent import block_result
+from tests.fakes.pm_nodes import FakePMNode
 
-ROOT = Path(__file__).resolve().parents[2]
 FWD = ["fc00:2::1", "fc00:2::d6"]
 REV = ["fc00:1::d6"]
-
-
-class Fake:
-    def __init__(self, lab: Lab, tmp: Path, name: str) -> None:
-        self.lab, self.target = lab, f"unix:{tmp}/{name}.sock"
-        self.proc: subprocess.Popen | None = None
-        self.start()
-
-    def start(self) -> None:
-        self.proc = self.lab.popen_host(
-            [sys.executable, "-m", "tests.fakes.fake_pm_agent", self.target], cwd=ROOT
-        )
-        channel = grpc.insecure_channel(self.target)
-        grpc.channel_ready_future(channel).result(timeout=20)
-        self.channel = channel
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.kill()
-        self.proc.wait()
-        self.channel.close()
-
-    def running(self) -> list[tuple[str, int]]:
-        resp = pmpb_grpc.SRv6PMStub(self.channel).ListMeasurements(pmpb.ListMeasurementsRequest())
-        return sorted((m.spec.measurement_id, m.role) for m in resp.measurements)
 
 
 class Env:
     def __init__(self, lab: Lab, tmp: Path) -> None:
         self.lab, self.tmp = lab, tmp
-        self.n1, self.n2 = Fake(lab, tmp, "n1"), Fake(lab, tmp, "n2")
+        self.n1, self.n2 = FakePMNode(lab, tmp, "n1"), FakePMNode(lab, tmp, "n2")
         self.ctl: Controller = start_controller(lab, tmp)
         self.client = Client(self.ctl.target)
         self.client.register_node("n1", self.n1.target, insecure=True)

@@ -29,6 +29,8 @@ from srv6pm_common.grpc_server import (
 
 from ..measurements.bus import ResultBus
 from ..measurements.collector import ResultCollector
+from ..publish import ResultPublisher
+from ..publish.kafka_publisher import DEFAULT_TOPIC
 from ..services import measurements, nodes, topology, tunnels
 from ..southbound.channels import NodeChannels
 from ..store import Store, default_state_dir
@@ -59,6 +61,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--arango-password-file", type=Path, default=env_default(ENV_PREFIX, "arango-password-file")
     )
+    parser.add_argument(
+        "--kafka-bootstrap",
+        default=env_default(ENV_PREFIX, "kafka-bootstrap"),
+        help="publish every block result to Kafka at HOST:PORT[,HOST:PORT] (default: do not publish)",
+    )
+    parser.add_argument(
+        "--kafka-topic",
+        default=env_default(ENV_PREFIX, "kafka-topic", DEFAULT_TOPIC),
+        help="topic (%(default)s)",
+    )
     parser.add_argument("--grace", type=float, default=5.0, help="seconds in-flight calls get on SIGTERM")
     return parser
 
@@ -71,10 +83,13 @@ class Controller:
     store: Store
     channels: NodeChannels
     collector: ResultCollector
+    publisher: ResultPublisher | None
 
     def close(self) -> None:
-        """Stop collecting, close channels and the state file."""
+        """Stop collecting, hand pending results to Kafka (or its spool), close channels and state."""
         self.collector.close()
+        if self.publisher is not None:
+            self.publisher.close()
         self.channels.close()
         self.store.close()
 
@@ -94,7 +109,13 @@ def build(args: argparse.Namespace) -> Controller:
     store = Store(args.state_dir)
     channels = NodeChannels()
     registry = nodes.NodeRegistry(store, channels)
-    bus = ResultBus()
+    publisher = None
+    if args.kafka_bootstrap:
+        # Results wait in a spool next to the state while Kafka is away: nothing is lost.
+        publisher = ResultPublisher(
+            args.kafka_bootstrap.split(","), args.state_dir / "kafka-spool.sqlite3", topic=args.kafka_topic
+        )
+    bus = ResultBus([publisher.publish] if publisher else [])
     collector = ResultCollector(registry, store, bus.publish)
 
     def node_users(name: str) -> list[str]:
@@ -123,7 +144,7 @@ def build(args: argparse.Namespace) -> Controller:
         ),
     ]
     server = GrpcServer(args.listen, security_from_args(args), services)
-    return Controller(server, store, channels, collector)
+    return Controller(server, store, channels, collector, publisher)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

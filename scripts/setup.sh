@@ -46,4 +46,12 @@ if command -v go >/dev/null 2>&1; then
 else
   log "no Go toolchain: buf lint will not run"
 fi
+# --- BEGIN data plane (issue 3): build the srv6pm BPF objects into srv6pm_node/counters/bpf/ -----
+# CO-RE: vmlinux.h comes from this kernel's BTF (never committed). Needs clang, bpftool, libbpf-dev.
+if [ -r /sys/kernel/btf/vmlinux ]; then
+  make -s -C node-manager/bpf
+else
+  log "no /sys/kernel/btf/vmlinux: BPF objects not built (the eBPF counter driver is unavailable)"
+fi
+# --- END data plane ---------------------------------------------------------------------------
 log "ready: .venv/bin/srv6pm-node"

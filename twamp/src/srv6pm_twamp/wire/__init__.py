@@ -1,0 +1,1 @@
+"""Wire formats: one module per message family, each encoding and decoding from one layout."""

@@ -43,7 +43,12 @@ def test_environment_configures_the_agent(net: Lab, tmp_path: Path):
     """SRV6PM_NODE_LISTEN and SRV6PM_NODE_INSECURE stand in for the flags."""
     node = net.add_node("r1")
     sock = tmp_path / "env.sock"
-    env = {"SRV6PM_NODE_LISTEN": f"unix:{sock}", "SRV6PM_NODE_INSECURE": "true", "PATH": "/usr/bin:/bin"}
+    env = {
+        "SRV6PM_NODE_LISTEN": f"unix:{sock}",
+        "SRV6PM_NODE_INSECURE": "true",
+        "SRV6PM_NODE_STATE_DIR": str(tmp_path / "state"),
+        "PATH": "/usr/bin:/bin",
+    }
     node.popen([agent_executable()], env=env, stderr=subprocess.DEVNULL)
     channel = grpc.insecure_channel(f"unix:{sock}")
     grpc.channel_ready_future(channel).result(timeout=20)

@@ -410,10 +410,11 @@ print(json.dumps({"status": health_pb2.HealthCheckResponse.ServingStatus.Name(st
 """
 
 
-def test_tcp_listener_in_a_namespace_serves_health_and_reflection(net: Lab):
+def test_tcp_listener_in_a_namespace_serves_health_and_reflection(net: Lab, tmp_path: Path):
     """The agent as an operator starts it: `srv6pm-node --listen [::1]:PORT --insecure` inside a netns."""
     r = net.add_node("r1")
-    proc = r.popen([agent_executable(), "--listen", "[::1]:50051", "--insecure"], stderr=subprocess.PIPE)
+    argv = [agent_executable(), "--listen", "[::1]:50051", "--insecure", "--state-dir", str(tmp_path)]
+    proc = r.popen(argv, stderr=subprocess.PIPE)
     out = r.run([sys.executable, "-c", PROBE, "[::1]:50051"], timeout=30)
     doc = json.loads(out.stdout)
     assert doc["status"] == "SERVING"
@@ -427,14 +428,16 @@ def test_tcp_listener_in_a_namespace_serves_health_and_reflection(net: Lab):
     assert lines[-1]["msg"] == "stopped"
 
 
-def test_srv6pm_service_is_registered_and_unimplemented(topo):
+def test_srv6pm_service_is_registered_and_serving(topo):
     from srv6pm.node.v1 import srv6_pm_pb2, srv6_pm_pb2_grpc
 
     _, a1, _ = topo
+    stub = srv6_pm_pb2_grpc.SRv6PMStub(a1.channel)
+    assert list(stub.ListMeasurements(srv6_pm_pb2.ListMeasurementsRequest()).measurements) == []
     with pytest.raises(grpc.RpcError) as err:
-        srv6_pm_pb2_grpc.SRv6PMStub(a1.channel).ListMeasurements(srv6_pm_pb2.ListMeasurementsRequest())
-    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    assert "not implemented yet" in err.value.details()
+        stub.GetConfiguration(srv6_pm_pb2.GetConfigurationRequest())
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "not configured" in err.value.details()
     assert a1.health("srv6pm.node.v1.SRv6PM") == 1
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,11 +60,14 @@ def start_agent(
     security_args: tuple[str, ...] = ("--insecure",),
     credentials: grpc.ChannelCredentials | None = None,
     server_name: str = "",
+    extra_args: Sequence[str] = (),
 ) -> Agent:
     """Start srv6pm-node in ``node`` on a unix socket and wait until it is SERVING.
 
     ``security_args`` are the agent's credential flags; ``credentials`` (and the expected
-    ``server_name`` of its certificate) are what the returned channel uses to reach it.
+    ``server_name`` of its certificate) are what the returned channel uses to reach it. The
+    agent keeps its state in ``workdir/<node>-state`` (start it again with the same workdir to
+    resume) and names its results after the node.
     """
     workdir = workdir or Path(tempfile.mkdtemp(prefix=f"{node.netns}-"))
     sock = workdir / f"{node.name}.sock"
@@ -71,7 +75,19 @@ def start_agent(
     target = f"unix:{sock}"
     with open(log_path, "wb") as log:
         proc = node.popen(
-            [agent_executable(), "--listen", target, *security_args], stdout=log, stderr=subprocess.STDOUT
+            [
+                agent_executable(),
+                "--listen",
+                target,
+                *security_args,
+                "--state-dir",
+                str(workdir / f"{node.name}-state"),
+                "--node-name",
+                node.name,
+                *extra_args,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     if credentials is None:
         channel = grpc.insecure_channel(target)

@@ -7,18 +7,24 @@ Every flag can also be set in the environment as ``SRV6PM_NODE_<FLAG>`` (e.g.
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from srv6pm.node.v1 import srv6_manager_pb2_grpc, srv6_pm_pb2_grpc
 from srv6pm_common.grpc_server import (
     GrpcServer,
     Service,
     add_server_arguments,
+    env_default,
     run_server,
     security_from_args,
 )
 
+from .counters import pins
+from .pm.engine import Engine
+from .pm.state import default_state_dir
 from .services import srv6_manager, srv6_pm
 
 ENV_PREFIX = "SRV6PM_NODE"
@@ -37,18 +43,55 @@ def build_parser() -> argparse.ArgumentParser:
         default=5.0,
         help="seconds in-flight calls get to finish on SIGTERM (default %(default)s)",
     )
+
+    def env(name: str, default: str | None = None) -> str | None:
+        return env_default(ENV_PREFIX, name, default)
+
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=Path(env("state_dir") or default_state_dir()),
+        help="where measurements, counter snapshots and results are kept across restarts "
+        "(default %(default)s)",
+    )
+    parser.add_argument(
+        "--node-name",
+        default=env("node_name", socket.gethostname()),
+        help="name this node gives its results (default: the host name)",
+    )
+    parser.add_argument(
+        "--bpf-pin-root",
+        default=env("bpf_pin_root", pins.DEFAULT_PIN_ROOT),
+        help="bpffs directory for the eBPF driver's pinned maps (default %(default)s)",
+    )
+    parser.add_argument(
+        "--clock-synchronized",
+        choices=("auto", "yes", "no"),
+        default=env("clock_synchronized", "auto"),
+        help="whether one-way delays may be reported: the kernel's NTP state (auto), or forced "
+        "(yes: e.g. namespaces sharing one clock)",
+    )
     return parser
 
 
-def build_server(args: argparse.Namespace) -> GrpcServer:
-    """A GrpcServer serving the node's services, configured from parsed flags."""
+def build_engine(args: argparse.Namespace) -> Engine:
+    """The measurement engine, resuming what the state directory holds."""
+    synced = {"auto": None, "yes": True, "no": False}[args.clock_synchronized]
+    return Engine(args.state_dir, node_name=args.node_name, pin_root=args.bpf_pin_root, synchronized=synced)
+
+
+def build_server(args: argparse.Namespace, engine: Engine) -> GrpcServer:
+    """A GrpcServer serving the node's services, configured from parsed flags (credentials are
+    checked before anything else is touched)."""
     services = [
         Service(
             srv6_manager.SERVICE_NAME,
             srv6_manager.SRv6ManagerService(),
             srv6_manager_pb2_grpc.add_SRv6ManagerServicer_to_server,
         ),
-        Service(srv6_pm.SERVICE_NAME, srv6_pm.SRv6PMService(), srv6_pm_pb2_grpc.add_SRv6PMServicer_to_server),
+        Service(
+            srv6_pm.SERVICE_NAME, srv6_pm.SRv6PMService(engine), srv6_pm_pb2_grpc.add_SRv6PMServicer_to_server
+        ),
     ]
     return GrpcServer(args.listen, security_from_args(args), services)
 
@@ -57,7 +100,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the agent until SIGTERM/SIGINT."""
     args = build_parser().parse_args(argv)
     names = [srv6_manager.SERVICE_NAME, srv6_pm.SERVICE_NAME]
-    return run_server("srv6pm-node", args, lambda: build_server(args), on_started=lambda: {"services": names})
+    engine: list[Engine] = []
+
+    def build() -> GrpcServer:
+        security_from_args(args)  # refuse bad credentials before opening any state
+        engine.append(build_engine(args))
+        return build_server(args, engine[0])
+
+    def stopped() -> None:
+        for e in engine:
+            e.close()
+
+    return run_server("srv6pm-node", args, build, on_started=lambda: {"services": names}, on_stopped=stopped)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ class ProbeContext:
     block: int | None = None
     segments: tuple[ipaddress.IPv6Address, ...] = ()  # SID list the probe travelled (reflector side)
     role: str = "reflector"  # or "sender"
+    sent_ns: int | None = None  # the probe's T1 (Unix ns), as the sender stamped it
+    received_ns: int | None = None  # when it arrived here (kernel timestamp, Unix ns)
 
 
 @runtime_checkable
@@ -38,7 +40,12 @@ class CounterReader(Protocol):
     """Anything that can tell the counters of a flow and block."""
 
     def read(self, ctx: ProbeContext) -> Counters:
-        """Counters for the flow/block ``ctx`` describes."""
+        """Counters for the flow/block ``ctx`` describes.
+
+        Raise :class:`LookupError` when there are none to give (unknown flow, block not
+        readable now): the reflector then answers with the TLV flagged unrecognised (U) rather
+        than with made-up counters.
+        """
         ...
 
 

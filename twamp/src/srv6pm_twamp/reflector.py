@@ -32,7 +32,14 @@ from typing import Literal
 
 from srv6pm_twamp import sockets
 from srv6pm_twamp.counters import CounterReader, ProbeContext
-from srv6pm_twamp.timestamps import ErrorEstimate, TimestampFormat, now_ns, tai_offset_s, to_wire
+from srv6pm_twamp.timestamps import (
+    ErrorEstimate,
+    TimestampFormat,
+    from_wire,
+    now_ns,
+    tai_offset_s,
+    to_wire,
+)
 from srv6pm_twamp.wire.errors import AuthError, DecodeError
 from srv6pm_twamp.wire.sr_tlv import DestinationNodeAddress, ReturnPath
 from srv6pm_twamp.wire.stamp import STAMP_PORT, encode_reflector, parse_sender
@@ -87,6 +94,7 @@ class _Reply:
     waypoints: tuple[ipaddress.IPv6Address, ...] | None = None
     no_reply: bool = False
     drop: str | None = None
+    sent_ns: int | None = None  # the probe's T1, for counter readers that pick a block by time
 
 
 _NO_ACTION = _Reply()
@@ -103,18 +111,26 @@ class Reflector:
     _sessions: dict[tuple[int, str, int], int] = field(default_factory=dict)
     _loop: asyncio.AbstractEventLoop | None = None
     _tai: int = 0
+    _sender_tai: int = 0
     _ee: int = 1
     _wildcard: bool = False
 
     # --- lifecycle ---------------------------------------------------------------------------
 
-    async def start(self, host: str = "::", port: int = STAMP_PORT) -> tuple[str, int]:
-        """Bind and start answering; returns the bound (host, port)."""
+    async def start(
+        self, host: str = "::", port: int = STAMP_PORT, freebind: bool = False
+    ) -> tuple[str, int]:
+        """Bind and start answering; returns the bound (host, port).
+
+        ``freebind``: answer from addresses no interface holds (probe endpoints that exist only
+        as ``local`` routes).
+        """
         self._loop = asyncio.get_running_loop()
         self._wildcard = host in ("", "::", "0.0.0.0")
         host = host if self._wildcard else sockets.resolve(host)
-        self._sock = sockets.open_socket(sockets.family_of(host or "::"), (host, port))
-        self._tai = tai_offset_s() if self.config.timestamp_format is TimestampFormat.PTP else 0
+        self._sock = sockets.open_socket(sockets.family_of(host or "::"), (host, port), freebind=freebind)
+        self._sender_tai = tai_offset_s()
+        self._tai = self._sender_tai if self.config.timestamp_format is TimestampFormat.PTP else 0
         cfg = self.config
         self._ee = ErrorEstimate.for_error(
             cfg.clock_error, synchronized=cfg.synchronized, fmt=cfg.timestamp_format
@@ -181,7 +197,8 @@ class Reflector:
                 if key is not None and verify_tlvs(key, seq, tlvs) is not True:
                     self.stats["bad_hmac"] += 1  # TLVs not covered by a valid HMAC TLV
                     return None
-                reply_tlvs, how = self._reflect_tlvs(tlvs, ssid, dgram)
+                sent_ns = from_wire(ts, TimestampFormat(ee >> 14 & 1), self._sender_tai)
+                reply_tlvs, how = self._reflect_tlvs(tlvs, ssid, dgram, sent_ns)
                 if how.drop:
                     self.stats[how.drop] += 1
                     return None
@@ -263,8 +280,10 @@ class Reflector:
 
     # --- TLVs ----------------------------------------------------------------------------------
 
-    def _reflect_tlvs(self, tlvs: list[Tlv], ssid: int, dgram: sockets.Datagram) -> tuple[list[Tlv], _Reply]:
-        how = _Reply()
+    def _reflect_tlvs(
+        self, tlvs: list[Tlv], ssid: int, dgram: sockets.Datagram, sent_ns: int
+    ) -> tuple[list[Tlv], _Reply]:
+        how = _Reply(sent_ns=sent_ns)
         out: list[Tlv] = []
         for tlv in tlvs:
             if tlv.malformed:
@@ -300,13 +319,19 @@ class Reflector:
             dm = DirectMeasurement.from_tlv(tlv)
             if self.counters is None:  # cannot fill the counters: say so with U
                 return tlv.with_flags(set_=FLAG_U)
-            c = self.counters.read(
-                ProbeContext(
-                    ssid=ssid,
-                    peer=dgram.peer,
-                    segments=dgram.srh.segments if dgram.srh else (),
+            try:
+                c = self.counters.read(
+                    ProbeContext(
+                        ssid=ssid,
+                        peer=dgram.peer,
+                        segments=dgram.srh.segments if dgram.srh else (),
+                        sent_ns=how.sent_ns,
+                        received_ns=dgram.rx_ns,
+                    )
                 )
-            )
+            except LookupError:
+                self.stats["no_counters"] += 1
+                return tlv.with_flags(set_=FLAG_U)
             return replace(dm, r_rxc=c.rx_packets, r_txc=c.tx_packets).to_tlv(tlv.flags & ~FLAG_U)
         if t == TlvType.HMAC:
             # Verified already in authenticated mode; without a key it cannot be checked.

@@ -47,13 +47,15 @@ class SessionConfig:
     so 1-4 give an empty-valued TLV). ``dscp``: DSCP of the probes (and, with
     ``class_of_service``, asked of the replies). ``segments``: SIDs the probe visits before
     ``host``. ``count`` None: until stopped. ``start_delay``: before the first probe.
+    ``interval`` None: no schedule of its own; the owner sends each probe with
+    :meth:`Sender.probe` (the node manager aligns probes to its measurement blocks).
     """
 
     host: str
     port: int = STAMP_PORT
     ssid: int | None = None
     count: int | None = 10
-    interval: float = 1.0
+    interval: float | None = 1.0
     padding: int = 0
     dscp: int | None = None
     segments: tuple[str, ...] = ()
@@ -199,9 +201,17 @@ class Session:
 class Sender:
     """Runs any number of sessions; one UDP socket per address family, opened on first use."""
 
-    def __init__(self, counters: CounterReader | None = None, bind_host: str | None = None) -> None:
+    def __init__(
+        self,
+        counters: CounterReader | None = None,
+        bind_host: str | None = None,
+        bind_port: int = 0,
+        freebind: bool = False,
+    ) -> None:
         self.counters = counters
         self.bind_host = bind_host
+        self.bind_port = bind_port
+        self.freebind = freebind
         self.stats: Counter[str] = Counter()
         self._socks: dict[int, socket.socket] = {}
         self._unauth: dict[int, Session] = {}
@@ -225,7 +235,8 @@ class Sender:
         if config.dscp is not None and not 0 <= config.dscp < 64:
             raise ValueError("DSCP is 0-63")
         # Remember enough probes to recognise duplicates for the whole reply timeout.
-        window = max(64, math.ceil(config.timeout / max(config.interval, 1e-6)) + 2)
+        interval = config.interval if config.interval is not None else config.timeout
+        window = max(64, math.ceil(config.timeout / max(interval, 1e-6)) + 2)
         session = Session(
             config,
             ssid,
@@ -242,9 +253,15 @@ class Sender:
             _static_tlvs=self._static_tlvs(config),
         )
         (self._auth if config.key else self._unauth)[ssid] = session
-        start = self._loop.time() + config.start_delay
-        session._handle = self._loop.call_at(start, self._tick, session, start)
+        if config.interval is not None:
+            start = self._loop.time() + config.start_delay
+            session._handle = self._loop.call_at(start, self._tick, session, start)
         return session
+
+    def probe(self, session: Session, tlvs: tuple[Tlv, ...] = ()) -> int:
+        """Send one probe of ``session`` now, with ``tlvs`` before the session's own; return its
+        sequence number. For sessions without a schedule (``interval`` None) and extra probes."""
+        return self._send_probe(session, tlvs)
 
     async def run(
         self, config: SessionConfig, on_result: Callable[[ProbeResult], None] | None = None
@@ -294,7 +311,7 @@ class Sender:
             host = "::" if family == socket.AF_INET6 else "0.0.0.0"
             if self.bind_host and sockets.family_of(self.bind_host) == family:
                 host = self.bind_host
-            sock = sockets.open_socket(family, (host, 0))
+            sock = sockets.open_socket(family, (host, self.bind_port), freebind=self.freebind)
             assert self._loop is not None
             self._loop.add_reader(sock.fileno(), self._on_readable, sock)
             self._socks[family] = sock
@@ -322,12 +339,13 @@ class Sender:
         self._send_probe(session)
         assert self._loop is not None
         # Absolute schedule: start + k*interval, so a slow turn never accumulates drift.
+        assert cfg.interval is not None
         due = start + session.next_seq * cfg.interval
         session._handle = self._loop.call_at(due, self._tick, session, start)
 
-    def _send_probe(self, session: Session) -> None:
+    def _send_probe(self, session: Session, extra: tuple[Tlv, ...] = ()) -> int:
         cfg = session.config
-        tlvs = session._static_tlvs
+        tlvs = (*extra, *session._static_tlvs) if extra else session._static_tlvs
         if cfg.direct_measurement:
             s_txc = 0
             if self.counters is not None:
@@ -351,6 +369,7 @@ class Sender:
         except OSError:
             self.stats["send_error"] += 1
         self.stats["sent"] += 1
+        return seq
 
     # --- receiving ----------------------------------------------------------------------------
 

@@ -42,6 +42,8 @@ SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 IP_RECVTTL = getattr(socket, "IP_RECVTTL", 12)
 IP_PKTINFO = getattr(socket, "IP_PKTINFO", 8)
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
+IP_FREEBIND = getattr(socket, "IP_FREEBIND", 15)
+IPV6_FREEBIND = 78  # linux/in6.h, since 4.15
 IPV6_SRCRT_TYPE_4 = 4
 _TIMESPEC = struct.Struct("@qq")
 _INT = struct.Struct("@i")
@@ -175,10 +177,20 @@ def family_of(host: str) -> int:
         return socket.getaddrinfo(host, None)[0][0]
 
 
-def open_socket(family: int, bind: tuple[str, int] = ("", 0), rcvbuf: int = 4 << 20) -> socket.socket:
-    """A non-blocking UDP socket with every receive option this package uses turned on."""
+def open_socket(
+    family: int, bind: tuple[str, int] = ("", 0), rcvbuf: int = 4 << 20, freebind: bool = False
+) -> socket.socket:
+    """A non-blocking UDP socket with every receive option this package uses turned on.
+
+    ``freebind``: allow binding to, and sending from, an address no interface holds (a probe
+    endpoint that exists only as a ``local`` route, as the node manager sets up).
+    """
     sock = socket.socket(family, socket.SOCK_DGRAM)
     try:
+        if freebind:
+            sock.setsockopt(socket.IPPROTO_IP, IP_FREEBIND, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, IPV6_FREEBIND, 1)
         # A deep receive queue rides out scheduling hiccups at high probe rates. net.core.rmem_max
         # caps SO_RCVBUF (often at 208 KiB, ~200 probes); with CAP_NET_ADMIN lift the cap.
         try:

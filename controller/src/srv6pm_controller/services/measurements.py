@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections.abc import Iterator
 
@@ -13,7 +12,7 @@ from srv6pm.controller.v1 import measurement_service_pb2 as pb
 from srv6pm.controller.v1 import measurement_service_pb2_grpc as pb_grpc
 from srv6pm.node.v1 import srv6_pm_pb2 as npb
 from srv6pm.node.v1 import srv6_pm_pb2_grpc as npb_grpc
-from srv6pm_common import addresses
+from srv6pm_common import measurement_spec
 
 from ..measurements.bus import ResultBus
 from ..measurements.collector import ResultCollector
@@ -23,8 +22,6 @@ from .nodes import NodeRegistry
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["MeasurementService"].full_name
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-MIN_PERIOD_S, MAX_PERIOD_S = 1, 3600
 
 
 def _node_error(node: str, what: str, exc: grpc.RpcError) -> ControllerError:
@@ -37,17 +34,14 @@ def validate(m: pb.Measurement, registry: NodeRegistry) -> pb.Measurement:
     """Check a measurement and fill what the controller knows (SID lists from the tunnel, defaults)."""
     out = pb.Measurement()
     out.CopyFrom(m)
-    spec = out.spec
-    if not _ID_RE.match(spec.measurement_id):
-        raise InvalidArgument(
-            f"measurement_id {spec.measurement_id!r} is invalid (letters, digits, '-', '_', '.')"
-        )
+    measurement_spec.check_id(out.spec.measurement_id)
     for role in ("sender_node", "reflector_node"):
         if not getattr(out, role):
             raise InvalidArgument(f"{role} is required")
         registry.get(getattr(out, role))
     if out.sender_node == out.reflector_node:
         raise InvalidArgument("sender_node and reflector_node must differ")
+    spec = out.spec
     if out.tunnel:
         tunnel = registry.store.get_tunnel(out.tunnel)
         if tunnel is None:
@@ -65,25 +59,7 @@ def validate(m: pb.Measurement, registry: NodeRegistry) -> pb.Measurement:
             spec.forward_segments.extend(forward)
         if not spec.reverse_segments:
             spec.reverse_segments.extend(reverse)
-    try:
-        normal = addresses.segments(spec.forward_segments, "spec.forward_segments")
-        del spec.forward_segments[:]
-        spec.forward_segments.extend(normal)
-        if spec.reverse_segments:
-            normal = addresses.segments(spec.reverse_segments, "spec.reverse_segments")
-            del spec.reverse_segments[:]
-            spec.reverse_segments.extend(normal)
-    except ValueError as exc:
-        raise InvalidArgument(str(exc)) from None
-    period_ns = spec.color_period.ToNanoseconds()
-    if not MIN_PERIOD_S * 10**9 <= period_ns <= MAX_PERIOD_S * 10**9:
-        raise InvalidArgument(f"spec.color_period must be {MIN_PERIOD_S} s to {MAX_PERIOD_S} s")
-    if spec.HasField("guard_time") and not 0 < spec.guard_time.ToNanoseconds() < period_ns:
-        raise InvalidArgument("spec.guard_time must be above 0 and below color_period")
-    if not spec.HasField("guard_time"):
-        spec.guard_time.FromNanoseconds(period_ns // 2)
-    spec.protocol = spec.protocol or npb.PROBE_PROTOCOL_STAMP
-    spec.timestamp_format = spec.timestamp_format or npb.TIMESTAMP_FORMAT_NTP
+    out.spec.CopyFrom(measurement_spec.normalise(spec))
     out.ClearField("state")
     out.ClearField("error")
     return out

@@ -34,5 +34,15 @@ def open_driver(name: str, **kwargs: Any) -> CounterDriver:
     raise ValueError(f"unknown counter driver {name!r} (choose from {', '.join(DRIVERS)})")
 
 
-__all__ = ["DRIVERS", "Attachment", "ColourCount", "CounterDriver", "CounterError", "Direction",
-           "FlowCounters", "FlowNotFound", "HashCollision", "open_driver"]
+__all__ = [
+    "DRIVERS",
+    "Attachment",
+    "ColourCount",
+    "CounterDriver",
+    "CounterError",
+    "Direction",
+    "FlowCounters",
+    "FlowNotFound",
+    "HashCollision",
+    "open_driver",
+]

@@ -57,8 +57,11 @@ class FlowCounters:
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready form."""
-        return {"direction": str(self.direction), "sids": list(self.sids),
-                "colours": [asdict(c) for c in self.colours]}
+        return {
+            "direction": str(self.direction),
+            "sids": list(self.sids),
+            "colours": [asdict(c) for c in self.colours],
+        }
 
 
 @dataclass(frozen=True)

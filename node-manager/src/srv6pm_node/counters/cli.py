@@ -28,11 +28,19 @@ from .pins import DEFAULT_PIN_ROOT
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="srv6pm-counters", description=__doc__.split("\n\n")[0])
     p.add_argument("--driver", choices=DRIVERS, default=os.environ.get("SRV6PM_COUNTER_DRIVER", "ebpf"))
-    p.add_argument("--pin-root", default=os.environ.get("SRV6PM_PIN_ROOT", DEFAULT_PIN_ROOT),
-                   help="bpffs directory for the eBPF driver's pinned maps")
+    p.add_argument(
+        "--pin-root",
+        default=os.environ.get("SRV6PM_PIN_ROOT", DEFAULT_PIN_ROOT),
+        help="bpffs directory for the eBPF driver's pinned maps",
+    )
     p.add_argument("--netns", help="network namespace to act in (default: this one)")
-    p.add_argument("--mark-bit", type=int, choices=range(6), metavar="0-5",
-                   help="DSCP bit carrying the colour (default: keep the current one)")
+    p.add_argument(
+        "--mark-bit",
+        type=int,
+        choices=range(6),
+        metavar="0-5",
+        help="DSCP bit carrying the colour (default: keep the current one)",
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
 
     def direction(sp: argparse.ArgumentParser, required: bool = True) -> None:
@@ -41,8 +49,12 @@ def _parser() -> argparse.ArgumentParser:
     a = sub.add_parser("attach", help="start marking/counting on an interface")
     a.add_argument("ifname")
     direction(a)
-    a.add_argument("--mode", choices=["auto", "xdp", "tc"], default="auto",
-                   help="ingress: XDP, TC, or XDP falling back to TC (eBPF driver)")
+    a.add_argument(
+        "--mode",
+        choices=["auto", "xdp", "tc"],
+        default="auto",
+        help="ingress: XDP, TC, or XDP falling back to TC (eBPF driver)",
+    )
     d = sub.add_parser("detach", help="stop marking/counting on an interface")
     d.add_argument("ifname")
     direction(d)
@@ -70,11 +82,23 @@ def _table(flows: Sequence[FlowCounters]) -> str:
     rows = [("DIR", "SID LIST", "PKTS c0", "BYTES c0", "PKTS c1", "BYTES c1")]
     for f in flows:
         c0, c1 = f.colours
-        rows.append((str(f.direction), ",".join(f.sids), str(c0.packets), str(c0.bytes),
-                     str(c1.packets), str(c1.bytes)))
+        rows.append(
+            (
+                str(f.direction),
+                ",".join(f.sids),
+                str(c0.packets),
+                str(c0.bytes),
+                str(c1.packets),
+                str(c1.bytes),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in
-                               enumerate(zip(r, widths, strict=True))).rstrip() for r in rows)
+    return "\n".join(
+        "  ".join(
+            v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in rows
+    )
 
 
 def _run(args: argparse.Namespace, drv: CounterDriver) -> None:
@@ -105,10 +129,20 @@ def _run(args: argparse.Namespace, drv: CounterDriver) -> None:
         flows = drv.flows()
         atts = drv.attachments()
         if args.json:
-            print(json.dumps({"driver": drv.name, "colour": drv.colour(), "mark_bit": drv.mark_bit,
-                              "attachments": [{"ifname": a.ifname, "direction": str(a.direction),
-                                               "mode": a.mode} for a in atts],
-                              "flows": [f.to_dict() for f in flows]}, indent=2))
+            print(
+                json.dumps(
+                    {
+                        "driver": drv.name,
+                        "colour": drv.colour(),
+                        "mark_bit": drv.mark_bit,
+                        "attachments": [
+                            {"ifname": a.ifname, "direction": str(a.direction), "mode": a.mode} for a in atts
+                        ],
+                        "flows": [f.to_dict() for f in flows],
+                    },
+                    indent=2,
+                )
+            )
         else:
             print(f"driver {drv.name}  colour {drv.colour()}  mark bit DSCP {drv.mark_bit}")
             for a in atts:

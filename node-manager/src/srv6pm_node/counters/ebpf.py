@@ -52,9 +52,14 @@ class EbpfDriver(CounterDriver):
 
     name = "ebpf"
 
-    def __init__(self, *, pin_root: str | os.PathLike[str] | None = pins.DEFAULT_PIN_ROOT,
-                 netns: str | None = None, mark_bit: int | None = None,
-                 obj_path: str | os.PathLike[str] = COUNTERS_OBJ) -> None:
+    def __init__(
+        self,
+        *,
+        pin_root: str | os.PathLike[str] | None = pins.DEFAULT_PIN_ROOT,
+        netns: str | None = None,
+        mark_bit: int | None = None,
+        obj_path: str | os.PathLike[str] = COUNTERS_OBJ,
+    ) -> None:
         if not Path(obj_path).exists():
             raise CounterError(f"{obj_path} missing: build it with `make -C node-manager/bpf`")
         self.netns = netns
@@ -65,8 +70,9 @@ class EbpfDriver(CounterDriver):
         self._flows = {d: self.obj.map(layout.FLOW_MAP[d]) for d in Direction}
         self._ctrs = {d: self.obj.map(layout.CTR_MAP[d], percpu=True) for d in Direction}
         self._cfg = self.obj.map(layout.CFG_MAP)
-        self._ids = {d: {flow for _, flow, state in self._slots(d) if state == layout.USED}
-                     for d in Direction}  # flow ids in use
+        self._ids = {
+            d: {flow for _, flow, state in self._slots(d) if state == layout.USED} for d in Direction
+        }  # flow ids in use
         if mark_bit is not None:
             colour, _ = self._read_cfg()
             self._cfg.update(layout.INDEX_FMT.pack(0), layout.CFG_FMT.pack(colour, layout.tc_mask(mark_bit)))

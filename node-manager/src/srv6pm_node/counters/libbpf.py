@@ -51,26 +51,47 @@ _print_cb = _PRINT_FN(_on_print)  # module-level: must outlive every libbpf call
 class TcHook(_c.Structure):
     """struct bpf_tc_hook"""
 
-    _fields_ = [("sz", _c.c_size_t), ("ifindex", _c.c_int), ("attach_point", _c.c_int),
-                ("parent", _c.c_uint32)]
+    _fields_ = [
+        ("sz", _c.c_size_t),
+        ("ifindex", _c.c_int),
+        ("attach_point", _c.c_int),
+        ("parent", _c.c_uint32),
+    ]
 
 
 class TcOpts(_c.Structure):
     """struct bpf_tc_opts"""
 
-    _fields_ = [("sz", _c.c_size_t), ("prog_fd", _c.c_int), ("flags", _c.c_uint32),
-                ("prog_id", _c.c_uint32), ("handle", _c.c_uint32), ("priority", _c.c_uint32)]
+    _fields_ = [
+        ("sz", _c.c_size_t),
+        ("prog_fd", _c.c_int),
+        ("flags", _c.c_uint32),
+        ("prog_id", _c.c_uint32),
+        ("handle", _c.c_uint32),
+        ("priority", _c.c_uint32),
+    ]
 
 
 class TestRunOpts(_c.Structure):
     """struct bpf_test_run_opts"""
 
-    _fields_ = [("sz", _c.c_size_t), ("data_in", _vp), ("data_out", _vp),
-                ("data_size_in", _c.c_uint32), ("data_size_out", _c.c_uint32),
-                ("ctx_in", _vp), ("ctx_out", _vp), ("ctx_size_in", _c.c_uint32),
-                ("ctx_size_out", _c.c_uint32), ("retval", _c.c_uint32), ("repeat", _c.c_int),
-                ("duration", _c.c_uint32), ("flags", _c.c_uint32), ("cpu", _c.c_uint32),
-                ("batch_size", _c.c_uint32)]
+    _fields_ = [
+        ("sz", _c.c_size_t),
+        ("data_in", _vp),
+        ("data_out", _vp),
+        ("data_size_in", _c.c_uint32),
+        ("data_size_out", _c.c_uint32),
+        ("ctx_in", _vp),
+        ("ctx_out", _vp),
+        ("ctx_size_in", _c.c_uint32),
+        ("ctx_size_out", _c.c_uint32),
+        ("retval", _c.c_uint32),
+        ("repeat", _c.c_int),
+        ("duration", _c.c_uint32),
+        ("flags", _c.c_uint32),
+        ("cpu", _c.c_uint32),
+        ("batch_size", _c.c_uint32),
+    ]
 
 
 @cache
@@ -176,11 +197,18 @@ class Map:
         first = True
         while len(out) < entries * self.value_size:
             count = ctypes.c_uint32(chunk)
-            rc = lib().bpf_map_lookup_batch(self.fd, None if first else ctypes.byref(in_b),
-                                            ctypes.byref(out_b), keys, vals, ctypes.byref(count), None)
+            rc = lib().bpf_map_lookup_batch(
+                self.fd,
+                None if first else ctypes.byref(in_b),
+                ctypes.byref(out_b),
+                keys,
+                vals,
+                ctypes.byref(count),
+                None,
+            )
             if rc < 0 and rc != -errno.ENOENT:
                 _check(rc, f"batch lookup in {self.name}")
-            out += vals.raw[:count.value * self.value_size]
+            out += vals.raw[: count.value * self.value_size]
             if rc == -errno.ENOENT or count.value == 0:
                 break
             in_b.value, first = out_b.value, False
@@ -221,8 +249,10 @@ class BpfObject:
                 while m:
                     name = so.bpf_map__name(m).decode()
                     if not name.startswith("."):  # .rodata/.bss: no state worth keeping
-                        _check(so.bpf_map__set_pin_path(m, os.fsencode(os.path.join(pin_dir, name))),
-                               f"pin path of {name}")
+                        _check(
+                            so.bpf_map__set_pin_path(m, os.fsencode(os.path.join(pin_dir, name))),
+                            f"pin path of {name}",
+                        )
                     m = so.bpf_object__next_map(obj, m)
             _check(so.bpf_object__load(obj), f"load of {path}")
         except BaseException:
@@ -257,6 +287,7 @@ class BpfObject:
 
 
 # --- TC clsact ---------------------------------------------------------------------------------
+
 
 def _tc(ifindex: int, ingress: bool) -> TcHook:
     return TcHook(ctypes.sizeof(TcHook), ifindex, BPF_TC_INGRESS if ingress else BPF_TC_EGRESS, 0)
@@ -295,6 +326,7 @@ def tc_detach(ifindex: int, ingress: bool, handle: int, priority: int) -> bool:
 
 
 # --- XDP ---------------------------------------------------------------------------------------
+
 
 def xdp_attach(ifindex: int, prog_fd: int, flags: int) -> None:
     """Attach (replacing whatever XDP program is there: callers check ownership first)."""
@@ -341,6 +373,7 @@ def prog_run_stats(prog_fd: int) -> tuple[int, int]:
 
 # --- BPF_PROG_TEST_RUN -------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class TestRun:
     """Result of one BPF_PROG_TEST_RUN: program return value, output frame, ns per run."""
@@ -357,13 +390,22 @@ def test_run(prog_fd: int, data: bytes, repeat: int = 1, ctx: bytes | None = Non
     ctx_out = ctypes.create_string_buffer(len(ctx)) if ctx else None
     din = ctypes.create_string_buffer(data, len(data))
     cin = ctypes.create_string_buffer(ctx, len(ctx)) if ctx else None
-    opts = TestRunOpts(sz=ctypes.sizeof(TestRunOpts), data_in=ctypes.cast(din, _vp),
-                       data_out=ctypes.cast(out, _vp), data_size_in=len(data), data_size_out=len(out),
-                       repeat=repeat)
+    opts = TestRunOpts(
+        sz=ctypes.sizeof(TestRunOpts),
+        data_in=ctypes.cast(din, _vp),
+        data_out=ctypes.cast(out, _vp),
+        data_size_in=len(data),
+        data_size_out=len(out),
+        repeat=repeat,
+    )
     if ctx:
         opts.ctx_in, opts.ctx_size_in = ctypes.cast(cin, _vp), len(ctx)
         opts.ctx_out, opts.ctx_size_out = ctypes.cast(ctx_out, _vp), len(ctx)
     _check(lib().bpf_prog_test_run_opts(prog_fd, ctypes.byref(opts)), "BPF_PROG_TEST_RUN")
     retval = ctypes.c_int32(opts.retval).value
-    return TestRun(retval, out.raw[:opts.data_size_out], opts.duration,
-                   ctx_out.raw[:opts.ctx_size_out] if ctx_out else b"")
+    return TestRun(
+        retval,
+        out.raw[: opts.data_size_out],
+        opts.duration,
+        ctx_out.raw[: opts.ctx_size_out] if ctx_out else b"",
+    )

@@ -102,8 +102,10 @@ class NftDriver(CounterDriver):
         if mark_bit is not None and mark_bit != self.mark_bit:
             header_bit(mark_bit)
             flows = self._scan()
-            script = [f"flush set {FAMILY} {TABLE} mark_bit",
-                      f"add element {FAMILY} {TABLE} mark_bit {{ {mark_bit} }}"]
+            script = [
+                f"flush set {FAMILY} {TABLE} mark_bit",
+                f"add element {FAMILY} {TABLE} mark_bit {{ {mark_bit} }}",
+            ]
             for (d, sids), _ in flows.items():
                 script += self._flow_chain_rules(d, flow_id(sids), self.colour(), mark_bit)
             self._nft("\n".join(script))
@@ -178,10 +180,13 @@ class NftDriver(CounterDriver):
         p, bit = _PREFIX[d], header_bit(mark_bit)
         chain = f"{FAMILY} {TABLE} {p}_{fid}"
         if d is Direction.EGRESS:
-            return [f"flush chain {chain}",
-                    f'add rule {chain} @nh,{bit},1 set {colour} counter name "{p}_{fid}_c{colour}"']
+            return [
+                f"flush chain {chain}",
+                f'add rule {chain} @nh,{bit},1 set {colour} counter name "{p}_{fid}_c{colour}"',
+            ]
         return [f"flush chain {chain}"] + [
-            f'add rule {chain} @nh,{bit},1 {c} counter name "{p}_{fid}_c{c}"' for c in (0, 1)]
+            f'add rule {chain} @nh,{bit},1 {c} counter name "{p}_{fid}_c{c}"' for c in (0, 1)
+        ]
 
     def _scan(self) -> dict[tuple[Direction, tuple[str, ...]], int]:
         """(direction, sids) -> handle of its match rule, parsed back from the flow chains."""
@@ -221,12 +226,16 @@ class NftDriver(CounterDriver):
         if handle is None:
             return False
         fid, p = flow_id(sids), _PREFIX[d]
-        self._nft("\n".join([
-            f"delete rule {FAMILY} {TABLE} {_FLOWS_CHAIN[d]} handle {handle}",
-            f"flush chain {FAMILY} {TABLE} {p}_{fid}",
-            f"delete chain {FAMILY} {TABLE} {p}_{fid}",
-            *[f"delete counter {FAMILY} {TABLE} {p}_{fid}_c{c}" for c in (0, 1)],
-        ]))
+        self._nft(
+            "\n".join(
+                [
+                    f"delete rule {FAMILY} {TABLE} {_FLOWS_CHAIN[d]} handle {handle}",
+                    f"flush chain {FAMILY} {TABLE} {p}_{fid}",
+                    f"delete chain {FAMILY} {TABLE} {p}_{fid}",
+                    *[f"delete counter {FAMILY} {TABLE} {p}_{fid}_c{c}" for c in (0, 1)],
+                ]
+            )
+        )
         return True
 
     def _counters(self) -> dict[str, tuple[int, int]]:
@@ -255,8 +264,11 @@ class NftDriver(CounterDriver):
         """Every monitored flow with its counters."""
         ctrs = self._counters()
         keys = sorted(self._scan(), key=lambda k: (list(Direction).index(k[0]), k[1]))
-        return [self._flow_counters(d, sids, ctrs) for d, sids in keys
-                if direction is None or d == Direction(direction)]
+        return [
+            self._flow_counters(d, sids, ctrs)
+            for d, sids in keys
+            if direction is None or d == Direction(direction)
+        ]
 
     # --- colour ----------------------------------------------------------------------------
 

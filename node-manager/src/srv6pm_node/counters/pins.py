@@ -52,9 +52,12 @@ def ensure_bpffs(root: str | os.PathLike[str]) -> bool:
         return False
     with contextlib.suppress(OSError):
         if os.readlink("/proc/self/ns/mnt") != os.readlink("/proc/1/ns/mnt"):
-            log.warning("mounting a bpffs at %s from a private mount namespace (ip netns exec?): "
-                        "it and its pins go away with this process; mount it from the root "
-                        "mount namespace to keep counters across restarts", root)
+            log.warning(
+                "mounting a bpffs at %s from a private mount namespace (ip netns exec?): "
+                "it and its pins go away with this process; mount it from the root "
+                "mount namespace to keep counters across restarts",
+                root,
+            )
     if _libc.mount(b"bpf", os.fsencode(root), b"bpf", 0, None) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"mount bpffs at {root}: {os.strerror(err)}")

@@ -1,33 +1,101 @@
-"""The SRv6PM gRPC service.
-
-Registered and visible through reflection from day one (the original SRv6-PM agent silently
-never registered its PM service). Until the measurement engine lands, every method answers
-UNIMPLEMENTED with a message saying so.
-"""
+"""The SRv6PM gRPC service: a thin translation onto the measurement engine (:mod:`..pm`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
 
 import grpc
 
 from srv6pm.node.v1 import srv6_pm_pb2 as pb
 from srv6pm.node.v1 import srv6_pm_pb2_grpc as pb_grpc
+from srv6pm_common.errors import NotFound, rpc
+
+from ..pm.engine import REFLECTOR, SENDER, Engine
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SRv6PM"].full_name
-
-
-def _unimplemented(name: str) -> Any:
-    def method(self: SRv6PMService, request: Any, context: grpc.ServicerContext) -> Any:
-        context.abort(grpc.StatusCode.UNIMPLEMENTED, f"SRv6PM.{name} is not implemented yet on this node")
-
-    method.__name__ = name
-    return method
+STREAM_POLL_S = 0.5
 
 
 class SRv6PMService(pb_grpc.SRv6PMServicer):
-    """Placeholder implementation of srv6pm.node.v1.SRv6PM: every RPC is UNIMPLEMENTED."""
+    """Implements srv6pm.node.v1.SRv6PM over an :class:`~..pm.engine.Engine`."""
 
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
 
-for _method in pb.DESCRIPTOR.services_by_name["SRv6PM"].methods:
-    setattr(SRv6PMService, _method.name, _unimplemented(_method.name))
+    @rpc
+    def Configure(self, request: pb.ConfigureRequest, context: grpc.ServicerContext) -> pb.ConfigureResponse:
+        return pb.ConfigureResponse(config=self.engine.configure(request.config))
+
+    @rpc
+    def GetConfiguration(
+        self, request: pb.GetConfigurationRequest, context: grpc.ServicerContext
+    ) -> pb.GetConfigurationResponse:
+        return pb.GetConfigurationResponse(config=self.engine.get_config())
+
+    @rpc
+    def StartSender(
+        self, request: pb.StartSenderRequest, context: grpc.ServicerContext
+    ) -> pb.StartSenderResponse:
+        return pb.StartSenderResponse(status=self.engine.start(request.spec, SENDER))
+
+    @rpc
+    def StopSender(
+        self, request: pb.StopSenderRequest, context: grpc.ServicerContext
+    ) -> pb.StopSenderResponse:
+        return pb.StopSenderResponse(status=self.engine.stop(request.measurement_id, SENDER))
+
+    @rpc
+    def StartReflector(
+        self, request: pb.StartReflectorRequest, context: grpc.ServicerContext
+    ) -> pb.StartReflectorResponse:
+        return pb.StartReflectorResponse(status=self.engine.start(request.spec, REFLECTOR))
+
+    @rpc
+    def StopReflector(
+        self, request: pb.StopReflectorRequest, context: grpc.ServicerContext
+    ) -> pb.StopReflectorResponse:
+        return pb.StopReflectorResponse(status=self.engine.stop(request.measurement_id, REFLECTOR))
+
+    @rpc
+    def ListMeasurements(
+        self, request: pb.ListMeasurementsRequest, context: grpc.ServicerContext
+    ) -> pb.ListMeasurementsResponse:
+        return pb.ListMeasurementsResponse(measurements=self.engine.list())
+
+    @rpc
+    def GetResults(
+        self, request: pb.GetResultsRequest, context: grpc.ServicerContext
+    ) -> pb.GetResultsResponse:
+        return pb.GetResultsResponse(
+            results=self.engine.results(request.measurement_id, request.since_block, request.limit)
+        )
+
+    def StreamResults(
+        self, request: pb.StreamResultsRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.StreamResultsResponse]:
+        """Stored results newer than since_block, then live ones, without a gap or a repeat."""
+        wanted = set(request.measurement_ids)
+        for mid in wanted:
+            if not self.engine.known(mid):
+                context.abort(grpc.StatusCode.NOT_FOUND, str(NotFound(f"unknown measurement {mid!r}")))
+        # Subscribe before replaying, so nothing published in between is missed.
+        sub = self.engine.subscribe(wanted or None)
+        context.add_callback(sub.close)
+        try:
+            last: dict[str, int] = {}
+            for mid in sorted(wanted) or self.engine.measurement_ids():
+                for r in self.engine.results(mid, request.since_block):
+                    last[mid] = r.block_number
+                    yield pb.StreamResultsResponse(result=r)
+            while context.is_active():
+                if sub.overflowed:
+                    context.abort(
+                        grpc.StatusCode.RESOURCE_EXHAUSTED, "the stream fell behind; resume with since_block"
+                    )
+                r = sub.get(STREAM_POLL_S)
+                if r is None or r.block_number <= last.get(r.measurement_id, request.since_block):
+                    continue
+                last[r.measurement_id] = r.block_number
+                yield pb.StreamResultsResponse(result=r)
+        finally:
+            sub.close()

@@ -16,10 +16,7 @@ SRv6 packet and counts its drops per colour (the colour bit read from the raw he
 from __future__ import annotations
 
 import contextlib
-import json
 import socket
-import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,6 +26,7 @@ from pyroute2 import IPRoute, netns
 
 from srv6pm_node.counters import pins
 from srv6pm_node.counters.api import CounterDriver, Direction
+from srv6pm_topos import injector
 from srv6pm_topos.lab import Lab, Node
 from tests.support import require, require_root, require_tool
 
@@ -58,15 +56,27 @@ def build(lab: Lab) -> Topo:
     inj.add_route("fc00:3::/48", gateway="fd00:2::2")
     h2.add_route("::/0", gateway="fd00:3::1")
     with IPRoute(netns=r1.netns) as ipr:
-        ipr.route("add", dst="fd00:3::/64", oif=ipr.link_lookup(ifname="eth1")[0],
-                  # pyroute2 takes segs in SRH order (last segment first): the reverse of ip(8)
-                  encap={"type": "seg6", "mode": "encap", "segs": list(reversed(SIDS))})
+        ipr.route(
+            "add",
+            dst="fd00:3::/64",
+            oif=ipr.link_lookup(ifname="eth1")[0],
+            # pyroute2 takes segs in SRH order (last segment first): the reverse of ip(8)
+            encap={"type": "seg6", "mode": "encap", "segs": list(reversed(SIDS))},
+        )
     with IPRoute(netns=inj.netns) as ipr:
-        ipr.route("add", dst=SIDS[0] + "/128", oif=ipr.link_lookup(ifname="eth1")[0],
-                  encap={"type": "seg6local", "action": "End"})
+        ipr.route(
+            "add",
+            dst=SIDS[0] + "/128",
+            oif=ipr.link_lookup(ifname="eth1")[0],
+            encap={"type": "seg6local", "action": "End"},
+        )
     with IPRoute(netns=r2.netns) as ipr:
-        ipr.route("add", dst=SIDS[1] + "/128", oif=ipr.link_lookup(ifname="eth2")[0],
-                  encap={"type": "seg6local", "action": "End.DT6", "table": 254})
+        ipr.route(
+            "add",
+            dst=SIDS[1] + "/128",
+            oif=ipr.link_lookup(ifname="eth2")[0],
+            encap={"type": "seg6local", "action": "End.DT6", "table": 254},
+        )
     # static neighbours: no ND traffic to race with, no first-packet loss while resolving
     for node, ifname, peer in ((r1, "eth1", inj), (inj, "eth2", r2), (r2, "eth0", h2)):
         peer_if = {"inj": "eth1", "r2": "eth2", "h2": "eth0"}[peer.name]
@@ -82,50 +92,24 @@ def _mac(node: Node, ifname: str) -> str:
         return ipr.get_links(ipr.link_lookup(ifname=ifname)[0])[0].get_attr("IFLA_ADDRESS")
 
 
-def header_bit(mark_bit: int) -> int:
-    """Bit offset, in the IPv6 header, of DSCP bit ``mark_bit`` (nft ``@nh,OFFSET,1``)."""
-    return 9 - mark_bit
+header_bit = injector.header_bit
+INJECTOR_TABLE = "s6inj"
 
 
 def add_injector(node: Node, ifname: str, every: int = DROP_EVERY, mark_bit: int = 0) -> None:
     """Drop every ``every``-th SRv6 packet arriving on ``ifname``; count drops per colour."""
-    bit = header_bit(mark_bit)
-    rules = f"""
-table netdev s6inj {{
-  counter drop_c0 {{ }}
-  counter drop_c1 {{ }}
-  counter seen_c0 {{ }}
-  counter seen_c1 {{ }}
-  chain in {{
-    type filter hook ingress device "{ifname}" priority 0;
-    meta protocol ip6 ip6 nexthdr 43 @nh,{bit},1 0 counter name "seen_c0"
-    meta protocol ip6 ip6 nexthdr 43 @nh,{bit},1 1 counter name "seen_c1"
-    meta protocol ip6 ip6 nexthdr 43 numgen inc mod {every} 0 jump dropper
-  }}
-  chain dropper {{
-    @nh,{bit},1 0 counter name "drop_c0" drop
-    @nh,{bit},1 1 counter name "drop_c1" drop
-  }}
-}}
-"""
-    proc = subprocess.run(["ip", "netns", "exec", node.netns, "nft", "-f", "-"], input=rules, text=True,
-                          capture_output=True, timeout=30)
-    assert proc.returncode == 0, proc.stderr
+    injector.add(node, ifname, every, mark_bit=mark_bit, name=INJECTOR_TABLE)
 
 
 def injector_counts(node: Node) -> dict[str, int]:
     """Packets seen and dropped per colour by the injector: {"seen_c0":…, "drop_c1":…}."""
-    out = node.run(["nft", "-j", "list", "counters", "table", "netdev", "s6inj"]).stdout
-    res = {}
-    for item in json.loads(out)["nftables"]:
-        if "counter" in item:
-            res[item["counter"]["name"]] = item["counter"]["packets"]
-    return res
+    return injector.Injector(node, INJECTOR_TABLE).counts()
 
 
 @contextlib.contextmanager
-def socket_in(node: Node, family: int = socket.AF_INET6,
-              kind: int = socket.SOCK_DGRAM) -> Iterator[socket.socket]:
+def socket_in(
+    node: Node, family: int = socket.AF_INET6, kind: int = socket.SOCK_DGRAM
+) -> Iterator[socket.socket]:
     """A socket created inside ``node``'s namespace (it stays there after we switch back)."""
     netns.pushns(node.netns)
     try:
@@ -166,16 +150,8 @@ def settle(read: Callable[[], object], timeout: float = 5.0) -> object:
 def bpffs_root() -> Iterator[Path]:
     """A bpffs of the test's own (use it in a fixture), unmounted, pins and all, at the end."""
     require_root()
-    d = Path(tempfile.mkdtemp(prefix="s6pm-bpf-"))
-    mounted = pins.ensure_bpffs(d)
-    try:
+    with pins.temporary_bpffs() as d:
         yield d
-    finally:
-        if mounted:
-            with contextlib.suppress(OSError):
-                pins.unmount(d)
-        with contextlib.suppress(OSError):
-            d.rmdir()
 
 
 def build_topo(net: Lab) -> Topo:

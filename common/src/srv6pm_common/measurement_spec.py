@@ -62,7 +62,8 @@ def normalise(spec: pb.MeasurementSpec, *, need_segments: bool = True) -> pb.Mea
         if out.probe_interval.ToNanoseconds() <= 0:
             raise InvalidArgument("spec.probe_interval must be positive")
     else:
-        out.probe_interval.FromNanoseconds(NS)
+        # five probes (five chances to settle the previous block) per block, at most 1 s apart
+        out.probe_interval.FromNanoseconds(min(NS, (period_ns - out.guard_time.ToNanoseconds()) // 5))
     if out.probe_interval.ToNanoseconds() > period_ns:
         out.probe_interval.FromNanoseconds(period_ns)
     if not out.loss_enabled and not out.delay_enabled:

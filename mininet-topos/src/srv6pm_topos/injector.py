@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, field
 
 from .lab import Node
+
+NS = 1_000_000_000
 
 
 def header_bit(mark_bit: int) -> int:
@@ -82,3 +86,51 @@ table netdev {table} {{
     if proc.returncode:
         raise RuntimeError(f"nft refused the injector: {proc.stderr}")
     return Injector(node, table)
+
+
+@dataclass
+class DropBook:
+    """Per-block drops of one injector, sampled the way the engine reads its counters: in block
+    n+1, away from both boundaries, the colour-(n mod 2) drop counter is block n's running total."""
+
+    inj: Injector
+    period_ns: int
+    cumulative: dict[int, int] = field(default_factory=dict)
+
+    def sample(self, now_ns: int) -> None:
+        n = now_ns // self.period_ns - 1
+        self.cumulative[n] = self.inj.drops()[n % 2]
+
+    def drops(self, block: int, merged: int = 1) -> int | None:
+        """Drops in ``block`` (and the ``merged - 1`` same-colour blocks before it), if sampled."""
+        a, b = self.cumulative.get(block), self.cumulative.get(block - 2 * merged)
+        return None if a is None or b is None else a - b
+
+
+class Sampler:
+    """Samples drop books once per block, at 60 % of the block."""
+
+    def __init__(self, books: list[DropBook], period_ns: int) -> None:
+        self.books, self.period_ns = books, period_ns
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            now = time.time_ns()
+            target = (now // self.period_ns) * self.period_ns + self.period_ns * 6 // 10
+            if target <= now:
+                target += self.period_ns
+            if self._stop.wait((target - now) / NS):
+                return
+            t = time.time_ns()
+            for book in self.books:
+                book.sample(t)

@@ -20,6 +20,7 @@ class Counters:
 
     tx_packets: int = 0
     rx_packets: int = 0
+    epoch_ns: int = 0  # when these counters started counting (0: unknown); see CounterEpoch
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from srv6pm_twamp import sockets
-from srv6pm_twamp.counters import CounterReader, ProbeContext
+from srv6pm_twamp.counters import CounterReader, Counters, ProbeContext
 from srv6pm_twamp.timestamps import (
     ErrorEstimate,
     TimestampFormat,
@@ -48,6 +48,7 @@ from srv6pm_twamp.wire.tlv import (
     FLAG_M,
     FLAG_U,
     ClassOfService,
+    CounterEpoch,
     DirectMeasurement,
     SyncSource,
     TimestampInformation,
@@ -95,6 +96,7 @@ class _Reply:
     no_reply: bool = False
     drop: str | None = None
     sent_ns: int | None = None  # the probe's T1, for counter readers that pick a block by time
+    counters: Counters | None = None  # what the Direct Measurement TLV was filled with
 
 
 _NO_ACTION = _Reply()
@@ -332,7 +334,13 @@ class Reflector:
             except LookupError:
                 self.stats["no_counters"] += 1
                 return tlv.with_flags(set_=FLAG_U)
+            how.counters = c
             return replace(dm, r_rxc=c.rx_packets, r_txc=c.tx_packets).to_tlv(tlv.flags & ~FLAG_U)
+        if t == TlvType.COUNTER_EPOCH:
+            CounterEpoch.from_tlv(tlv)
+            if how.counters is None:  # no Direct Measurement before it, or no counters to give
+                return tlv.with_flags(set_=FLAG_U)
+            return CounterEpoch(how.counters.epoch_ns).to_tlv(tlv.flags & ~FLAG_U)
         if t == TlvType.HMAC:
             # Verified already in authenticated mode; without a key it cannot be checked.
             return tlv.with_flags(clear=FLAG_U, set_=0 if cfg.key else FLAG_I)

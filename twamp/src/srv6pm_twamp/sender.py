@@ -33,7 +33,7 @@ from srv6pm_twamp.counters import CounterReader, ProbeContext
 from srv6pm_twamp.timestamps import ErrorEstimate, TimestampFormat, from_wire, now_ns, tai_offset_s, to_wire
 from srv6pm_twamp.wire.errors import DecodeError
 from srv6pm_twamp.wire.stamp import AUTH_BASE_LEN, STAMP_PORT, encode_sender, parse_reflector
-from srv6pm_twamp.wire.tlv import ClassOfService, DirectMeasurement, ExtraPadding, Tlv
+from srv6pm_twamp.wire.tlv import ClassOfService, CounterEpoch, DirectMeasurement, ExtraPadding, Tlv
 
 _SSID_UNAUTH = slice(14, 16)
 _SSID_AUTH = slice(26, 28)
@@ -105,6 +105,14 @@ class ProbeResult:
             sender_synced=sender_synchronized,
             reflector_synced=self.reflector_synchronized,
         )
+
+    @property
+    def counter_epoch(self) -> int | None:
+        """The reflector's counter epoch (:class:`CounterEpoch`), if it filled one in."""
+        for t in self.tlvs:
+            if t.type == CounterEpoch.TYPE and not t.unrecognized and not t.malformed:
+                return CounterEpoch.from_tlv(t).epoch_ns
+        return None
 
     @property
     def direct_measurement(self) -> DirectMeasurement | None:

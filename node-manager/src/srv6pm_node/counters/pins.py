@@ -108,3 +108,21 @@ def in_netns(name: str | None) -> Iterator[None]:
         yield
     finally:
         netns.popns()
+
+
+@contextlib.contextmanager
+def temporary_bpffs(prefix: str = "s6pm-bpf-") -> Iterator[Path]:
+    """A bpffs of one's own in a fresh temporary directory, unmounted (pins and all) at the end:
+    for tests and demos, whose counters must not outlive them."""
+    import tempfile  # only tests and demos need it
+
+    d = Path(tempfile.mkdtemp(prefix=prefix))
+    mounted = ensure_bpffs(d)
+    try:
+        yield d
+    finally:
+        if mounted:
+            with contextlib.suppress(OSError):
+                unmount(d)
+        with contextlib.suppress(OSError):
+            d.rmdir()

@@ -28,10 +28,11 @@ from pyroute2.netlink.exceptions import NetlinkError
 from srv6pm.node.v1 import srv6_pm_pb2 as pb
 from srv6pm_common.errors import FailedPrecondition, InvalidArgument
 
-from ..counters import CounterDriver, CounterError, Direction, open_driver
+from ..counters import CounterDriver, CounterError, Direction, FlowNotFound, open_driver
 from ..srv6.model import Action, EncapMode
 from ..srv6.netlink import SRv6Netlink
 from .blocks import BlockClock
+from .state import State
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +66,11 @@ def normalise_config(config: pb.NodeConfig) -> pb.NodeConfig:
 class DataPlane:
     """One open counter driver with its attachments, shared by every measurement of the node."""
 
-    def __init__(self, config: pb.NodeConfig, pin_root: str | None) -> None:
+    def __init__(self, config: pb.NodeConfig, pin_root: str | None, state: State) -> None:
         """Open the driver and attach it; FAILED_PRECONDITION (and nothing left attached) if the
         driver cannot run here or an interface does not exist."""
         self.config = config
+        self.state = state
         self.netlink = SRv6Netlink()
         missing = [i for i in (*config.egress_interfaces, *config.ingress_interfaces) if not _exists(i)]
         if missing:
@@ -88,6 +90,8 @@ class DataPlane:
             self.close(detach=True)
             raise
         self._flows: Counter[FlowKey] = Counter()
+        self._epochs: dict[FlowKey, int] = {}
+        self._entered: dict[int, int] = {}  # block -> when this node started marking its colour
         self._snapshots: dict[tuple[int, int], Snapshot] = {}
         self._routes: dict[tuple[str, int], bool] = {}  # (address, table) -> created by us
         self._route_users: Counter[tuple[str, int]] = Counter()
@@ -121,10 +125,15 @@ class DataPlane:
 
     # --- colour ------------------------------------------------------------------------------
 
-    def set_colour(self, colour: int) -> None:
-        """Mark egress packets with ``colour`` from now on (a no-op if it already is)."""
+    def enter_block(self, clock: BlockClock, block: int, now_ns: int) -> None:
+        """Mark egress packets with ``block``'s colour from now on, and remember when we did."""
+        colour = clock.colour(block)
         if self.driver.colour() != colour:
             self.driver.set_colour(colour)
+        if block not in self._entered:
+            self._entered[block] = now_ns
+            if len(self._entered) > 8:
+                del self._entered[min(self._entered)]
 
     # --- flows -------------------------------------------------------------------------------
 
@@ -133,10 +142,23 @@ class DataPlane:
         key = (direction, tuple(sids))
         if not self._flows[key]:
             try:
-                self.driver.add_flow(sids, direction)
-            except CounterError as exc:
-                raise FailedPrecondition(f"cannot monitor {list(sids)} ({direction}): {exc}") from None
+                self.driver.read(sids, direction)
+                # Monitored already: the counters of an earlier run of this agent, kept by the
+                # kernel; their epoch is the one recorded then.
+                epoch = self.state.flow_epoch(str(direction), key[1]) or 0
+            except FlowNotFound:
+                try:
+                    self.driver.add_flow(sids, direction)
+                except CounterError as exc:
+                    raise FailedPrecondition(f"cannot monitor {list(sids)} ({direction}): {exc}") from None
+                epoch = time.time_ns()
+                self.state.put_flow_epoch(str(direction), key[1], epoch)
+            self._epochs[key] = epoch
         self._flows[key] += 1
+
+    def epoch(self, direction: Direction, sids: tuple[str, ...]) -> int:
+        """When a monitored flow's counters started (Unix ns; 0 if unknown)."""
+        return self._epochs.get((direction, sids), 0)
 
     def release_flow(self, sids: Sequence[str], direction: Direction) -> None:
         """Drop one user of a flow; the last one stops monitoring it."""
@@ -144,19 +166,26 @@ class DataPlane:
         self._flows[key] -= 1
         if self._flows[key] <= 0:
             del self._flows[key]
+            self._epochs.pop(key, None)
             with contextlib.suppress(CounterError):
                 self.driver.remove_flow(sids, direction)
+            self.state.put_flow_epoch(str(direction), key[1], None)
 
     def snapshot(self, clock: BlockClock, block: int, guard_ns: int, now_ns: int | None = None) -> Snapshot:
         """The cumulative counters of every flow, as read once in block ``block + 1`` after the
         guard time; every caller asking for the same block and guard gets the same reading.
 
         :class:`LookupError` outside that window: too early (the block is not over everywhere)
-        or too late (its colour is being reused by block ``block + 2``).
+        or too late (its colour is being reused by block ``block + 2``); and when this node went
+        on marking the block's colour well into the next block (it was down at the boundary): its
+        counters of that colour were still moving when the far end read its own.
         """
         now_ns = time.time_ns() if now_ns is None else now_ns
         if clock.block_of(now_ns) != block + 1:
             raise LookupError(f"block {block} is not readable now")
+        entered = self._entered.get(block + 1)
+        if entered is None or entered > clock.start(block + 1) + guard_ns // 2:
+            raise LookupError(f"block {block}'s colour was still being marked here after the guard time")
         key = (block, guard_ns)
         snap = self._snapshots.get(key)
         if snap is None:

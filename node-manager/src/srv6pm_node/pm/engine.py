@@ -225,7 +225,9 @@ class Engine:
         ):
             self.dataplane.apply_interfaces(config)
         else:
-            fresh = DataPlane(config, self.pin_root)  # FAILED_PRECONDITION leaves the old one alone
+            fresh = DataPlane(
+                config, self.pin_root, self.state
+            )  # FAILED_PRECONDITION leaves the old one alone
             if self.dataplane is not None:
                 self.dataplane.close(detach=True)
             self.dataplane = fresh
@@ -481,7 +483,7 @@ class Engine:
         now = time.time_ns()
         block = clock.block_of(now)
         try:
-            dp.set_colour(clock.colour(block))
+            dp.enter_block(clock, block, now)
         except Exception:
             log.exception("colour flip failed")
         self._flip_timer = self.loop.call_later((clock.end(block) - now) / 1e9 + FLIP_LATE_S, self._flip)
@@ -502,7 +504,7 @@ class Engine:
                 snap = dp.snapshot(meas.clock, meas.clock.block_of(now) - 1, meas.guard_ns, now)
             except LookupError:
                 snap = None
-            tlvs, pending = meas.probe_tlvs(now, snap)
+            tlvs, pending = meas.probe_tlvs(now, snap, dp.epoch)
             seq = self.senders[run.sender_key].probe(session, tlvs)
             meas.sent(seq, session.outstanding.get(seq, now), pending)
             self._publish(run, meas.due(time.time_ns()))

@@ -54,4 +54,7 @@ class ReflectorCounters:
         if rx is None:
             raise LookupError("the forward flow is not monitored yet")
         tx = snap.get((Direction.EGRESS, m.reverse)) if m.reverse else None
-        return Counters(tx_packets=tx[c] & MASK32 if tx else 0, rx_packets=rx[c] & MASK32)
+        epoch = self.dataplane.epoch(Direction.INGRESS, m.forward)
+        if m.reverse:
+            epoch = max(epoch, self.dataplane.epoch(Direction.EGRESS, m.reverse))
+        return Counters(tx_packets=tx[c] & MASK32 if tx else 0, rx_packets=rx[c] & MASK32, epoch_ns=epoch)

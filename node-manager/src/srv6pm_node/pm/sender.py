@@ -18,13 +18,14 @@ Each block's delay figures come from the probes sent during that block.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from srv6pm.node.v1 import srv6_pm_pb2 as pb
 from srv6pm_twamp.arithmetic.delay import jitter, summarize
 from srv6pm_twamp.arithmetic.loss import counter_delta
 from srv6pm_twamp.sender import ProbeResult
-from srv6pm_twamp.wire.tlv import DirectMeasurement, Tlv
+from srv6pm_twamp.wire.tlv import CounterEpoch, DirectMeasurement, Tlv
 
 from ..counters import Direction
 from .blocks import BlockClock
@@ -33,6 +34,8 @@ from .state import ChainPoint
 
 MASK32 = 0xFFFFFFFF  # the Direct Measurement TLV carries 32-bit counters
 MAX_SETTLE_WAIT_NS = 2_000_000_000
+# No block sees 2^31 packets (that is 600 Mpps for an hour): a larger delta is a counter reset.
+RESET_DELTA = 1 << 31
 
 
 def default_ssid(measurement_id: str) -> int:
@@ -57,6 +60,7 @@ class _Pending:
     block: int  # the block whose counters the probe carries
     s_txc: int
     s_rxc: int | None
+    s_epoch: int
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,7 @@ class SenderMeasurement:
         self._blocks: dict[int, _Block] = {}
         self._pending: dict[int, _Pending] = {}  # probe seq -> what it carried
         self._settled: dict[int, Settled] = {}  # blocks settled, waiting for their delay figures
+        self.resets = 0  # baselines restarted because a far-end counter restarted from zero
 
     # --- schedule ----------------------------------------------------------------------------
 
@@ -110,8 +115,11 @@ class SenderMeasurement:
 
     # --- probes ------------------------------------------------------------------------------
 
-    def probe_tlvs(self, now_ns: int, snapshot: Snapshot | None) -> tuple[tuple[Tlv, ...], _Pending | None]:
-        """The TLVs of a probe sent now, and what to remember about it."""
+    def probe_tlvs(
+        self, now_ns: int, snapshot: Snapshot | None, epoch: Callable[[Direction, tuple[str, ...]], int]
+    ) -> tuple[tuple[Tlv, ...], _Pending | None]:
+        """The TLVs of a probe sent now, and what to remember about it. ``epoch`` tells when a
+        local flow's counters started."""
         if not self.spec.loss_enabled or snapshot is None:
             return (), None
         n = self.clock.block_of(now_ns) - 1
@@ -120,8 +128,11 @@ class SenderMeasurement:
         if tx is None:
             return (), None
         rx = snapshot.get((Direction.INGRESS, self.reverse)) if self.reverse else None
-        pending = _Pending(n, tx[c], rx[c] if rx is not None else None)
-        return (DirectMeasurement(s_txc=tx[c] & MASK32).to_tlv(),), pending
+        s_epoch = epoch(Direction.EGRESS, self.forward)
+        if self.reverse:
+            s_epoch = max(s_epoch, epoch(Direction.INGRESS, self.reverse))
+        pending = _Pending(n, tx[c], rx[c] if rx is not None else None, s_epoch)
+        return (DirectMeasurement(s_txc=tx[c] & MASK32).to_tlv(), CounterEpoch().to_tlv()), pending
 
     def sent(self, seq: int, t1_ns: int, pending: _Pending | None) -> None:
         """Record a probe sent with sequence number ``seq``."""
@@ -144,9 +155,11 @@ class SenderMeasurement:
                 if ow is not None:
                     blk.forward.append(ow[0])
                     blk.backward.append(ow[1])
+        if r.duplicate:
+            return
         pending = self._pending.pop(r.seq, None)
         dm = r.direct_measurement
-        if pending is None or dm is None or r.duplicate:
+        if pending is None or dm is None:
             return
         n = pending.block
         if n <= self.emitted_up_to or n in self._settled:
@@ -158,22 +171,36 @@ class SenderMeasurement:
             dm.r_rxc,
             dm.r_txc if self.reverse else None,
             pending.s_rxc & MASK32 if pending.s_rxc is not None else None,
+            pending.s_epoch,
+            r.counter_epoch,
         )
         prev = self.chains.get(c)
         if prev is not None and prev.block >= n:
             return
         result = self._result(n)
         if prev is not None:
-            result.merged_blocks = (n - prev.block) // 2
-            _fill(
-                result.forward, counter_delta(point.s_txc, prev.s_txc), counter_delta(point.r_rxc, prev.r_rxc)
+            fwd = (counter_delta(point.s_txc, prev.s_txc), counter_delta(point.r_rxc, prev.r_rxc))
+            rev = None
+            if (
+                point.r_txc is not None
+                and point.s_rxc is not None
+                and prev.r_txc is not None
+                and prev.s_rxc is not None
+            ):
+                rev = (counter_delta(point.r_txc, prev.r_txc), counter_delta(point.s_rxc, prev.s_rxc))
+            new_epoch = point.s_epoch != prev.s_epoch or (
+                point.r_epoch is not None and prev.r_epoch is not None and point.r_epoch != prev.r_epoch
             )
-            if None not in (point.r_txc, point.s_rxc, prev.r_txc, prev.s_rxc):
-                _fill(
-                    result.reverse,
-                    counter_delta(point.r_txc, prev.r_txc),  # type: ignore[arg-type]
-                    counter_delta(point.s_rxc, prev.s_rxc),
-                )  # type: ignore[arg-type]
+            if new_epoch or max(*fwd, *(rev or ())) >= RESET_DELTA:
+                # The counters at one end restarted from zero (a flow removed and added again: a
+                # new epoch, or, with a reflector that does not tell its epoch, an implausible
+                # jump). Start a new baseline; this block has no figures.
+                self.resets += 1
+            else:
+                result.merged_blocks = (n - prev.block) // 2
+                _fill(result.forward, *fwd)
+                if rev is not None:
+                    _fill(result.reverse, *rev)
         self.chains[c] = point
         self._settled[n] = Settled(result, point)
 

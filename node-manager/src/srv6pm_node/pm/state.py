@@ -4,6 +4,8 @@
 * every measurement it runs, by (id, role), with its spec and state — restarted at boot;
 * each sender measurement's last counter snapshot per colour (the loss chains), so the first
   exchange after a restart is diffed against the last one before it: no block silently lost;
+* when each monitored flow's counters were created (their epoch: a counter that is removed and
+  created again restarts from zero, and the far end must be able to tell);
 * the per-block results (the last ``KEEP_RESULTS`` per measurement), for GetResults and for
   replaying a result stream from ``since_block``.
 
@@ -34,7 +36,12 @@ CREATE TABLE IF NOT EXISTS measurements (
 CREATE TABLE IF NOT EXISTS chains (
     measurement_id TEXT NOT NULL, colour INTEGER NOT NULL, block INTEGER NOT NULL,
     s_txc INTEGER NOT NULL, r_rxc INTEGER NOT NULL, r_txc INTEGER, s_rxc INTEGER,
+    s_epoch INTEGER NOT NULL, r_epoch INTEGER,
     PRIMARY KEY (measurement_id, colour)
+);
+CREATE TABLE IF NOT EXISTS flow_epochs (
+    direction TEXT NOT NULL, sids TEXT NOT NULL, epoch INTEGER NOT NULL,
+    PRIMARY KEY (direction, sids)
 );
 CREATE TABLE IF NOT EXISTS results (
     measurement_id TEXT NOT NULL, block_number INTEGER NOT NULL, record BLOB NOT NULL,
@@ -53,13 +60,16 @@ def default_state_dir() -> Path:
 
 @dataclass(frozen=True)
 class ChainPoint:
-    """Cumulative counters of one colour as of one block's exchange (32-bit wire values)."""
+    """Cumulative counters of one colour as of one block's exchange (32-bit wire values), and
+    the epochs of the counters they came from (sender's, reflector's; None: not told)."""
 
     block: int
     s_txc: int
     r_rxc: int
     r_txc: int | None
     s_rxc: int | None
+    s_epoch: int = 0
+    r_epoch: int | None = None
 
 
 class State:
@@ -121,10 +131,33 @@ class State:
         """The last snapshot per colour."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT colour, block, s_txc, r_rxc, r_txc, s_rxc FROM chains WHERE measurement_id = ?",
+                "SELECT colour, block, s_txc, r_rxc, r_txc, s_rxc, s_epoch, r_epoch FROM chains "
+                "WHERE measurement_id = ?",
                 (measurement_id,),
             ).fetchall()
         return {r[0]: ChainPoint(*r[1:]) for r in rows}
+
+    # --- flow epochs ------------------------------------------------------------------------
+
+    def flow_epoch(self, direction: str, sids: tuple[str, ...]) -> int | None:
+        """When a monitored flow's counters were created (Unix ns), if recorded."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT epoch FROM flow_epochs WHERE direction = ? AND sids = ?", (direction, ",".join(sids))
+            ).fetchone()
+        return row[0] if row else None
+
+    def put_flow_epoch(self, direction: str, sids: tuple[str, ...], epoch: int | None) -> None:
+        """Record (or, with None, forget) a flow's epoch."""
+        with self._lock:
+            if epoch is None:
+                self._db.execute(
+                    "DELETE FROM flow_epochs WHERE direction = ? AND sids = ?", (direction, ",".join(sids))
+                )
+            else:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO flow_epochs VALUES (?, ?, ?)", (direction, ",".join(sids), epoch)
+                )
 
     # --- results ----------------------------------------------------------------------------
 
@@ -140,8 +173,8 @@ class State:
             if chain is not None:
                 mid, colour, p = chain
                 self._db.execute(
-                    "INSERT OR REPLACE INTO chains VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (mid, colour, p.block, p.s_txc, p.r_rxc, p.r_txc, p.s_rxc),
+                    "INSERT OR REPLACE INTO chains VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (mid, colour, p.block, p.s_txc, p.r_rxc, p.r_txc, p.s_rxc, p.s_epoch, p.r_epoch),
                 )
 
     def prune(self, measurement_ids: Iterable[str]) -> None:

@@ -82,6 +82,7 @@ class TlvType(enum.IntEnum):
     HMAC = 8
     DESTINATION_NODE_ADDRESS = 9  # RFC 9503
     RETURN_PATH = 10  # RFC 9503
+    COUNTER_EPOCH = 250  # Experimental Use range (240-251): srv6-pm's counter epoch, see CounterEpoch
 
 
 @dataclass(frozen=True)
@@ -301,6 +302,31 @@ class DirectMeasurement(TypedTlv):
 
     @classmethod
     def from_tlv(cls, tlv: Tlv) -> DirectMeasurement:
+        """Decode."""
+        cls.check(tlv)
+        return cls(**cls.VALUE.unpack(tlv.value))
+
+
+@dataclass(frozen=True)
+class CounterEpoch(TypedTlv):
+    """Type 250 (Experimental Use, RFC 8972 §5.1): when the reflector's counters started.
+
+    Direct Measurement counters are cumulative; if a flow's counters at the reflector are
+    removed and created again they restart from zero, and a difference across that restart means
+    nothing. The reflector puts the creation time of the counters it reported (Unix ns; 0 if
+    unknown) here, so the sender can tell and start a new baseline. A reflector that does not know
+    the type returns it with U set, and the sender falls back to a plausibility check.
+    """
+
+    TYPE: ClassVar[int] = TlvType.COUNTER_EPOCH
+    VALUE: ClassVar[Layout] = Layout(("epoch_ns", "Q"))
+    epoch_ns: int = 0
+
+    def values(self) -> dict[str, object]:
+        return {"epoch_ns": self.epoch_ns}
+
+    @classmethod
+    def from_tlv(cls, tlv: Tlv) -> CounterEpoch:
         """Decode."""
         cls.check(tlv)
         return cls(**cls.VALUE.unpack(tlv.value))

@@ -1,78 +1,29 @@
-"""The measurement-engine lab: h1 — r1 — c — r2 — h2 with srv6pm-node on every router, SRv6
-provisioned through SRv6Manager, exact drop injectors on the core, and per-block drop books."""
+"""A monitored network: h1 — r1 — c — r2 — h2 (:mod:`.three_routers`) with srv6pm-node on every
+router, SRv6 provisioned through SRv6Manager, SRv6PM configured on the edges, helpers to start
+measurements, traffic and exact drop injectors. The demo and the engine's tests run on it."""
 
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpc
-
 from srv6pm.node.v1 import srv6_pm_pb2 as pb
 from srv6pm.node.v1 import srv6_pm_pb2_grpc as pb_grpc
-from srv6pm_topos import injector, three_routers
-from srv6pm_topos.agents import Agent, start_agent
-from srv6pm_topos.lab import Lab, wait_until
-from srv6pm_topos.three_routers import Policy, ThreeRouters
-from srv6pm_topos.traffic import UdpStream
+
+from . import injector, three_routers
+from .agents import Agent, start_agent
+from .lab import Lab, wait_until
+from .three_routers import Policy, ThreeRouters
+from .traffic import UdpStream
 
 NS = 1_000_000_000
 
 
 @dataclass
-class DropBook:
-    """Per-block drops of one injector, sampled the way the engine reads its counters: in block
-    n+1, away from both boundaries, the colour-(n mod 2) drop counter is block n's running total."""
-
-    inj: injector.Injector
-    period_ns: int
-    cumulative: dict[int, int] = field(default_factory=dict)
-
-    def sample(self, now_ns: int) -> None:
-        n = now_ns // self.period_ns - 1
-        self.cumulative[n] = self.inj.drops()[n % 2]
-
-    def drops(self, block: int, merged: int = 1) -> int | None:
-        """Drops in ``block`` (and the ``merged - 1`` same-colour blocks before it), if sampled."""
-        a, b = self.cumulative.get(block), self.cumulative.get(block - 2 * merged)
-        return None if a is None or b is None else a - b
-
-
-class Sampler:
-    """Samples drop books once per block, at 60 % of the block."""
-
-    def __init__(self, books: list[DropBook], period_ns: int) -> None:
-        self.books, self.period_ns = books, period_ns
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            now = time.time_ns()
-            target = (now // self.period_ns) * self.period_ns + self.period_ns * 6 // 10
-            if target <= now:
-                target += self.period_ns
-            if self._stop.wait((target - now) / NS):
-                return
-            t = time.time_ns()
-            for book in self.books:
-                book.sample(t)
-
-
-@dataclass
-class PMLab:
+class MonitoredNetwork:
     """The topology, its agents and helpers to drive measurements."""
 
     net: Lab
@@ -85,14 +36,16 @@ class PMLab:
     def start_agent(self, name: str) -> Agent:
         node = getattr(self.topo, name)
         self.agents[name] = start_agent(
-            node, self.workdir,
+            node,
+            self.workdir,
             extra_args=("--bpf-pin-root", str(self.pin_root), "--clock-synchronized", "yes"),
         )
         return self.agents[name]
 
-    def restart(self, name: str) -> Agent:
-        """Stop an agent (SIGTERM) and start it again on the same state directory."""
+    def restart(self, name: str, down_s: float = 0.0) -> Agent:
+        """Stop an agent (SIGTERM), wait ``down_s`` and start it again on the same state directory."""
         self.agents[name].stop()
+        time.sleep(down_s)
         return self.start_agent(name)
 
     def pm(self, name: str) -> pb_grpc.SRv6PMStub:
@@ -106,9 +59,14 @@ class PMLab:
     @staticmethod
     def spec(policy: Policy, mid: str, period_s: float = 1.0, **kw: object) -> pb.MeasurementSpec:
         s = pb.MeasurementSpec(
-            measurement_id=mid, forward_segments=policy.forward, reverse_segments=policy.reverse,
-            sender_address=policy.r1_probe, reflector_address=policy.r2_probe,
-            loss_enabled=True, delay_enabled=True, **kw,
+            measurement_id=mid,
+            forward_segments=policy.forward,
+            reverse_segments=policy.reverse,
+            sender_address=policy.r1_probe,
+            reflector_address=policy.r2_probe,
+            loss_enabled=True,
+            delay_enabled=True,
+            **kw,
         )
         s.color_period.FromNanoseconds(int(period_s * NS))
         return s
@@ -123,6 +81,7 @@ class PMLab:
 
     def wait_blocks(self, mid: str, count: int, timeout: float) -> list[pb.BlockResult]:
         """Wait until ``count`` results with loss figures exist; return all results."""
+
         def enough() -> list[pb.BlockResult] | None:
             rs = self.results(mid)
             return rs if sum(r.forward.valid for r in rs) >= count else None
@@ -139,18 +98,28 @@ class PMLab:
         """Drop injectors on the core, one per direction of a policy (by the SID it is headed to)."""
         c = self.topo.c
         return (
-            injector.add(c, self.topo.c_from_r1, every_fwd, match=f"ip6 daddr {policy.forward[0]}",
-                         name=f"inj{policy.name}f"),
-            injector.add(c, self.topo.c_from_r2, every_rev, match=f"ip6 daddr {policy.reverse[0]}",
-                         name=f"inj{policy.name}r"),
+            injector.add(
+                c,
+                self.topo.c_from_r1,
+                every_fwd,
+                match=f"ip6 daddr {policy.forward[0]}",
+                name=f"inj{policy.name}f",
+            ),
+            injector.add(
+                c,
+                self.topo.c_from_r2,
+                every_rev,
+                match=f"ip6 daddr {policy.reverse[0]}",
+                name=f"inj{policy.name}r",
+            ),
         )
 
 
 @contextlib.contextmanager
-def pm_lab(net: Lab, driver: int, pin_root: Path, workdir: Path) -> Iterator[PMLab]:
+def monitored_network(net: Lab, driver: int, pin_root: Path, workdir: Path) -> Iterator[MonitoredNetwork]:
     """Build the topology, start the agents, provision SRv6 and configure r1 and r2."""
     topo = three_routers.build(net)
-    lab = PMLab(net, topo, workdir, driver, pin_root)
+    lab = MonitoredNetwork(net, topo, workdir, driver, pin_root)
     for name in ("r1", "c", "r2"):
         lab.start_agent(name)
     three_routers.provision(*(lab.agents[n].channel for n in ("r1", "c", "r2")))
@@ -162,12 +131,3 @@ def pm_lab(net: Lab, driver: int, pin_root: Path, workdir: Path) -> Iterator[PML
         for a in lab.agents.values():
             with contextlib.suppress(Exception):
                 a.stop()
-
-
-def rpc_code(call: object, *args: object, **kw: object) -> grpc.StatusCode:
-    """The status code a call fails with (OK if it succeeds)."""
-    try:
-        call(*args, **kw)  # type: ignore[operator]
-    except grpc.RpcError as exc:
-        return exc.code()  # type: ignore[attr-defined]
-    return grpc.StatusCode.OK

@@ -15,7 +15,9 @@ import grpc
 import pytest
 
 from srv6pm.node.v1 import srv6_pm_pb2 as pb
+from srv6pm.node.v1 import srv6_pm_pb2_grpc as pb_grpc
 from srv6pm_node.counters.pins import temporary_bpffs
+from srv6pm_topos.agents import agent_executable, start_agent
 from srv6pm_topos.injector import DropBook, Sampler
 from srv6pm_topos.lab import wait_until
 from srv6pm_topos.monitored import MonitoredNetwork, monitored_network
@@ -333,3 +335,44 @@ def test_two_measurements_on_different_sid_lists_do_not_disturb_each_other(mn_eb
         for s in mn.pm("r1").ListMeasurements(pb.ListMeasurementsRequest()).measurements
     }
     assert statuses == {("a", pb.MEASUREMENT_STATE_RUNNING), ("b", pb.MEASUREMENT_STATE_STOPPED)}
+
+
+def test_driver_unavailable_is_refused_and_configuration_at_start(net, tmp_path):
+    require_tool("nft")
+    r1, r2 = net.add_node("r1"), net.add_node("r2")
+    net.link("r1", "eth1", "r2", "eth1")
+    bogus = tmp_path / "not-a-directory"
+    bogus.write_text("")
+    agent = start_agent(r1, tmp_path, extra_args=("--bpf-pin-root", str(bogus / "bpf")))
+    stub = pb_grpc.SRv6PMStub(agent.channel)
+    ebpf = pb.NodeConfig(
+        driver=pb.COUNTER_DRIVER_EBPF, egress_interfaces=["eth1"], ingress_interfaces=["eth1"]
+    )
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Configure(pb.ConfigureRequest(config=ebpf), timeout=30)
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "ebpf counter driver cannot run" in err.value.details()
+    assert code(stub.GetConfiguration, pb.GetConfigurationRequest()) == grpc.StatusCode.FAILED_PRECONDITION
+    nft = pb.NodeConfig(driver=pb.COUNTER_DRIVER_NETFILTER, egress_interfaces=["eth1"])
+    assert stub.Configure(pb.ConfigureRequest(config=nft), timeout=30).config.reflector_port == 862
+    # --pm-interfaces configures at start; a bad one stops the agent with a clear message
+    a2 = start_agent(r2, tmp_path, extra_args=("--pm-interfaces", "eth1", "--pm-driver", "netfilter"))
+    cfg = pb_grpc.SRv6PMStub(a2.channel).GetConfiguration(pb.GetConfigurationRequest(), timeout=10).config
+    assert (cfg.driver, list(cfg.egress_interfaces), list(cfg.ingress_interfaces)) == (
+        pb.COUNTER_DRIVER_NETFILTER,
+        ["eth1"],
+        ["eth1"],
+    )
+    a2.stop()
+    argv = [
+        agent_executable(),
+        "--listen",
+        f"unix:{tmp_path}/x.sock",
+        "--insecure",
+        "--state-dir",
+        str(tmp_path / "x"),
+        "--pm-interfaces",
+        "nosuch0",
+    ]
+    out = r2.run(argv, check=False)
+    assert out.returncode == 2 and "--pm-interfaces: no such interface: nosuch0" in out.stderr

@@ -197,7 +197,7 @@ def test_bad_tlv_lengths_and_unknown_tlvs_are_reflected_flagged():
         c = client()
         base = SenderPacket(seq=3, ssid=4).encode()
         tlvs = (
-            Tlv(type=250, value=b"mystery").encode()  # unknown: U stays set
+            Tlv(type=251, value=b"mystery").encode()  # unknown: U stays set
             + DirectMeasurement(s_txc=1000).to_tlv().encode()
             + TimestampInformation().to_tlv().encode()
             + ClassOfService(dscp1=10).to_tlv().encode()
@@ -217,7 +217,7 @@ def test_bad_tlv_lengths_and_unknown_tlvs_are_reflected_flagged():
     assert len(d.data) == sent_len == 44 + 11 + 16 + 8 + 8 + 10 + 8  # reply as long as the probe
     reply = ReflectorPacket.decode(d.data)
     unknown, dm, ti, cos, bad_cos, bad_pad = reply.tlvs
-    assert unknown.type == 250 and unknown.unrecognized and unknown.value == b"mystery"
+    assert unknown.type == 251 and unknown.unrecognized and unknown.value == b"mystery"
     assert not dm.unrecognized
     assert DirectMeasurement.from_tlv(dm) == DirectMeasurement(s_txc=1000, r_rxc=444, r_txc=555)
     assert reader.calls[0].ssid == 4
@@ -257,6 +257,62 @@ def test_direct_measurement_counters_from_both_readers():
     assert dm == DirectMeasurement(s_txc=1000, r_rxc=995, r_txc=400)
     loss = block_loss(0, BlockCounters(dm.s_txc, dm.r_rxc, dm.r_txc, sender_reader.default.rx_packets))
     assert (loss.forward.lost, loss.backward.lost) == (5, 2)
+
+
+class BlockReader:
+    """A reader that answers by the probe's T1 (as the node does) and refuses unknown sessions."""
+
+    def __init__(self) -> None:
+        self.calls = []
+
+    def read(self, ctx):
+        self.calls.append(ctx)
+        if ctx.ssid != 7:
+            raise LookupError("not ours")
+        return Counters(tx_packets=ctx.sent_ns % 1000, rx_packets=1, epoch_ns=123456789)
+
+
+def test_manual_probes_carry_extra_tlvs_and_the_reflector_reads_by_t1():
+    """Probes sent one by one (Sender.probe) with the node's TLVs; the reader gets T1 and the
+    kernel receive time, fills the counter epoch, and refuses (U flag) a session it does not know."""
+    from srv6pm_twamp.wire.tlv import CounterEpoch
+
+    async def main():
+        reader = BlockReader()
+        refl = Reflector(counters=reader)
+        _, port = await refl.start("::1", 0, freebind=True)
+        sender = Sender(bind_host="::1", freebind=True)
+        got = []
+        try:
+            ours = sender.start(
+                SessionConfig(host="::1", port=port, ssid=7, count=None, interval=None, keep_results=False),
+                on_result=got.append,
+            )
+            other = sender.start(
+                SessionConfig(host="::1", port=port, ssid=8, count=None, interval=None, keep_results=False),
+                on_result=got.append,
+            )
+            tlvs = (DirectMeasurement(s_txc=42).to_tlv(), CounterEpoch().to_tlv())
+            seqs = [sender.probe(ours, tlvs), sender.probe(ours, tlvs), sender.probe(other, tlvs)]
+            for _ in range(100):
+                if len(got) == 3:
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            sender.close()
+            refl.close()
+        return reader, got, seqs
+
+    reader, got, seqs = run(main())
+    assert seqs == [0, 1, 0] and len(got) == 3
+    mine = [r for r in got if r.ssid == 7]
+    for r in mine:
+        assert r.direct_measurement == DirectMeasurement(s_txc=42, r_rxc=1, r_txc=r.t1 % 1000)
+        assert r.counter_epoch == 123456789
+    refused = next(r for r in got if r.ssid == 8)
+    assert refused.direct_measurement is None and refused.counter_epoch is None  # flagged U
+    ctx = reader.calls[0]
+    assert ctx.sent_ns == mine[0].t1 and ctx.received_ns >= ctx.sent_ns
 
 
 def test_class_of_service_reports_the_dscp_the_probe_arrived_with():

@@ -7,6 +7,7 @@ its clock period, its driver). Errors are :class:`~srv6pm_common.errors.InvalidA
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 from srv6pm.node.v1 import srv6_pm_pb2 as pb
@@ -77,3 +78,15 @@ def normalise(spec: pb.MeasurementSpec, *, need_segments: bool = True) -> pb.Mea
     out.protocol = out.protocol or pb.PROBE_PROTOCOL_STAMP
     out.timestamp_format = out.timestamp_format or pb.TIMESTAMP_FORMAT_NTP
     return out
+
+
+def probe_endpoint(prefix: str, what: str = "prefix") -> str:
+    """The probe endpoint the controller picks inside a tunnel end's prefix: its highest address
+    but one (hosts are usually numbered from the bottom). The node makes it deliverable itself."""
+    try:
+        net = ipaddress.IPv6Network(prefix, strict=False)
+    except ValueError:
+        raise InvalidArgument(f"{what} {prefix!r} is not an IPv6 prefix: probes need one") from None
+    if net.prefixlen > 126:
+        raise InvalidArgument(f"{what} {prefix} is too small to hold a probe endpoint")
+    return str(net[-2])

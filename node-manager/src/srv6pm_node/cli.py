@@ -13,7 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from srv6pm.node.v1 import srv6_manager_pb2_grpc, srv6_pm_pb2_grpc
+from srv6pm.node.v1 import srv6_pm_pb2 as pb
+from srv6pm_common.errors import ApiError
 from srv6pm_common.grpc_server import (
+    ConfigError,
     GrpcServer,
     Service,
     add_server_arguments,
@@ -71,13 +74,34 @@ def build_parser() -> argparse.ArgumentParser:
         help="whether one-way delays may be reported: the kernel's NTP state (auto), or forced "
         "(yes: e.g. namespaces sharing one clock)",
     )
+    parser.add_argument(
+        "--pm-interfaces",
+        default=env("pm_interfaces"),
+        help="configure SRv6PM at start: comma-separated interfaces where monitored traffic leaves "
+        "and arrives (the same as calling SRv6PM.Configure; the last configuration is kept anyway)",
+    )
+    parser.add_argument(
+        "--pm-driver",
+        choices=("ebpf", "netfilter"),
+        default=env("pm_driver", "ebpf"),
+        help="counter driver for --pm-interfaces (default %(default)s)",
+    )
     return parser
 
 
 def build_engine(args: argparse.Namespace) -> Engine:
     """The measurement engine, resuming what the state directory holds."""
     synced = {"auto": None, "yes": True, "no": False}[args.clock_synchronized]
-    return Engine(args.state_dir, node_name=args.node_name, pin_root=args.bpf_pin_root, synchronized=synced)
+    engine = Engine(args.state_dir, node_name=args.node_name, pin_root=args.bpf_pin_root, synchronized=synced)
+    if args.pm_interfaces:
+        ifs = [i.strip() for i in args.pm_interfaces.split(",") if i.strip()]
+        driver = {"ebpf": pb.COUNTER_DRIVER_EBPF, "netfilter": pb.COUNTER_DRIVER_NETFILTER}[args.pm_driver]
+        try:
+            engine.configure(pb.NodeConfig(driver=driver, egress_interfaces=ifs, ingress_interfaces=ifs))
+        except ApiError as exc:
+            engine.close()
+            raise ConfigError(f"--pm-interfaces: {exc}") from None
+    return engine
 
 
 def build_server(args: argparse.Namespace, engine: Engine) -> GrpcServer:

@@ -59,6 +59,20 @@ def validate(m: pb.Measurement, registry: NodeRegistry) -> pb.Measurement:
             spec.forward_segments.extend(forward)
         if not spec.reverse_segments:
             spec.reverse_segments.extend(reverse)
+        # Probe endpoints inside the prefixes the tunnel steers, so probes ride the tunnel.
+        sender_end, reflector_end = (
+            (tunnel.left, tunnel.right)
+            if out.sender_node == tunnel.left.node
+            else (tunnel.right, tunnel.left)
+        )
+        if not spec.sender_address:
+            spec.sender_address = measurement_spec.probe_endpoint(
+                sender_end.prefix, "the sender end's prefix"
+            )
+        if not spec.reflector_address:
+            spec.reflector_address = measurement_spec.probe_endpoint(
+                reflector_end.prefix, "the reflector end's prefix"
+            )
     out.spec.CopyFrom(measurement_spec.normalise(spec))
     out.ClearField("state")
     out.ClearField("error")

@@ -203,22 +203,13 @@ class DataPlane:
         """Make ``address`` deliverable locally after End.DT6 in ``table``."""
         key = (address, table)
         if not self._route_users[key]:
-            created = True
-            with IPRoute() as ipr:
-                try:
-                    ipr.route(
-                        "add",
-                        dst=address,
-                        dst_len=128,
-                        type="local",
-                        table=table,
-                        oif=ipr.link_lookup(ifname="lo")[0],
-                    )
-                except NetlinkError as exc:
-                    if exc.code != errno.EEXIST:
-                        raise FailedPrecondition(f"cannot add a local route for {address}: {exc}") from None
-                    created = False  # someone else's: never remove it
-            self._routes[key] = created
+            try:
+                _local_route("add", address, table)
+                self._routes[key] = True
+            except NetlinkError as exc:
+                if exc.code != errno.EEXIST:
+                    raise FailedPrecondition(f"cannot add a local route for {address}: {exc}") from None
+                self._routes[key] = False  # someone else's: never remove it
         self._route_users[key] += 1
 
     def release_endpoint(self, address: str, table: int) -> None:
@@ -229,15 +220,8 @@ class DataPlane:
             return
         del self._route_users[key]
         if self._routes.pop(key, False):
-            with IPRoute() as ipr, contextlib.suppress(NetlinkError):
-                ipr.route(
-                    "del",
-                    dst=address,
-                    dst_len=128,
-                    type="local",
-                    table=table,
-                    oif=ipr.link_lookup(ifname="lo")[0],
-                )
+            with contextlib.suppress(NetlinkError):
+                _local_route("del", address, table)
 
     # --- what the kernel routes --------------------------------------------------------------
 
@@ -280,3 +264,11 @@ def _exists(ifname: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def _local_route(command: str, address: str, table: int) -> None:
+    """``ip -6 route {add|del} local ADDRESS/128 dev lo table TABLE``."""
+    with IPRoute() as ipr:
+        ipr.route(
+            command, dst=address, dst_len=128, type="local", table=table, oif=ipr.link_lookup(ifname="lo")[0]
+        )

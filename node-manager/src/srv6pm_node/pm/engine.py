@@ -191,11 +191,11 @@ class Engine:
 
     def known(self, measurement_id: str) -> bool:
         """Whether the node has (had) a measurement of that id."""
-        return any(k[0] == measurement_id for k in list(self.statuses))
+        return measurement_id in self.measurement_ids()
 
     def measurement_ids(self) -> list[str]:
         """Ids of every known measurement."""
-        return sorted({k[0] for k in list(self.statuses)})
+        return self._call(lambda: sorted({k[0] for k in self.statuses}))
 
     def results(self, measurement_id: str, since_block: int = 0, limit: int = 0) -> list[pb.BlockResult]:
         """Stored results, oldest first (NOT_FOUND for an unknown measurement)."""

@@ -98,8 +98,12 @@ class DropBook:
     cumulative: dict[int, int] = field(default_factory=dict)
 
     def sample(self, now_ns: int) -> None:
+        """Record block n's running total, if the reading stayed inside block n+1 (a reading
+        that ran into block n+2 may include that block's drops: it is discarded, not guessed)."""
         n = now_ns // self.period_ns - 1
-        self.cumulative[n] = self.inj.drops()[n % 2]
+        total = self.inj.drops()[n % 2]
+        if time.time_ns() // self.period_ns - 1 == n:
+            self.cumulative[n] = total
 
     def drops(self, block: int, merged: int = 1) -> int | None:
         """Drops in ``block`` (and the ``merged - 1`` same-colour blocks before it), if sampled."""

@@ -282,3 +282,18 @@ def test_a_new_epoch_is_a_new_baseline_even_when_the_counts_look_plausible():
     assert all(r.forward.lost_packets >= 0 for r in valid)
     assert {r.block_number: r.forward.lost_packets for r in valid}[BASE + 6] == 4
     assert m.resets == 2
+
+
+def test_a_probe_stamped_a_block_late_never_settles_the_block_it_read():
+    """Counters read in block n+1 but the probe stamped in n+2 (a starved process): the reflector
+    would answer for n+1, so the reply counts for delay only."""
+    net = Net()
+    m = SenderMeasurement(spec(), "r1", {}, 0, synchronized=True, first_block=BASE)
+    d = Driver(m, net)
+    run(range(BASE, BASE + 4), net, d, {})
+    read_at = (BASE + 4) * S + int(0.6 * S)
+    _, pending = m.probe_tlvs(read_at, net.snapshot(), lambda d_, s_: net.s_epoch)
+    late_t1 = (BASE + 5) * S + 1000
+    m.sent(99, late_t1, pending)
+    d.reply(99, late_t1, BASE + 3)
+    assert BASE + 3 not in m._settled and not any(p.block == BASE + 3 for p in m._pending.values())

@@ -189,10 +189,17 @@ class DataPlane:
         key = (block, guard_ns)
         snap = self._snapshots.get(key)
         if snap is None:
+            now_ns = time.time_ns()  # the reading's own time matters, not the caller's "now"
+            if clock.block_of(now_ns) != block + 1:
+                raise LookupError(f"block {block} is not readable now")
             snap = {
                 (f.direction, f.sids): (f.colours[0].packets, f.colours[1].packets)
                 for f in self.driver.flows()
             }
+            if clock.block_of(time.time_ns()) != block + 1:
+                # The reading ran into block+2 (a starved process): it may hold that block's
+                # packets of the same colour. Refuse rather than report a wrong block.
+                raise LookupError(f"reading block {block} took too long")
             self._snapshots = {k: v for k, v in self._snapshots.items() if k[0] >= block - 1}
             self._snapshots[key] = snap
         return snap

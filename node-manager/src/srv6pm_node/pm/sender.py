@@ -135,8 +135,12 @@ class SenderMeasurement:
         return (DirectMeasurement(s_txc=tx[c] & MASK32).to_tlv(), CounterEpoch().to_tlv()), pending
 
     def sent(self, seq: int, t1_ns: int, pending: _Pending | None) -> None:
-        """Record a probe sent with sequence number ``seq``."""
+        """Record a probe sent with sequence number ``seq`` and stamped ``t1_ns``."""
         self._blocks.setdefault(self.clock.block_of(t1_ns), _Block()).sent += 1
+        if pending is not None and self.clock.read_block(t1_ns) != pending.block:
+            # Stamped in a later block than its counters were read in (a starved process): the
+            # reflector would answer for another block. Its reply only counts for delay.
+            pending = None
         if pending is not None:
             self._pending[seq] = pending
             if len(self._pending) > 4096:

@@ -43,7 +43,7 @@ def test_node_services_and_methods():
     assert svc.full_name == "srv6pm.node.v1.SRv6Manager"
     assert {m.name for m in svc.methods} == {
         f"{verb}{noun}" for verb in ("Create", "Get", "Update", "Delete") for noun in ("Path", "Behavior")
-    } | {"ListPaths", "ListBehaviors", "ListInterfaces"}
+    } | {"ListPaths", "ListBehaviors", "ListInterfaces", "GetIsisTopology"}
     pm = srv6_pm_pb2.DESCRIPTOR.services_by_name["SRv6PM"]
     assert pm.full_name == "srv6pm.node.v1.SRv6PM"
     assert pm.methods_by_name["StreamResults"].server_streaming

@@ -190,17 +190,25 @@ class Client:
         tunnel: str = "",
         forward: Sequence[str] = (),
         reverse: Sequence[str] = (),
+        sender_address: str = "",
+        reflector_address: str = "",
         period_s: float = 10.0,
         guard_s: float | None = None,
         protocol: int = pmpb.PROBE_PROTOCOL_STAMP,
         loss: bool = True,
         delay: bool = True,
     ) -> mpb.Measurement:
-        """Start a measurement from ``sender`` to ``reflector`` (over a tunnel or explicit SID lists)."""
+        """Start a measurement from ``sender`` to ``reflector`` (over a tunnel or explicit SID lists).
+
+        Without a tunnel, ``sender_address`` and ``reflector_address`` (the probe endpoints, inside
+        prefixes the far node steers into the SID list towards them) are required too.
+        """
         spec = pmpb.MeasurementSpec(
             measurement_id=measurement_id,
             forward_segments=list(forward),
             reverse_segments=list(reverse),
+            sender_address=sender_address,
+            reflector_address=reflector_address,
             protocol=protocol,
             loss_enabled=loss,
             delay_enabled=delay,

@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS results (
     record BLOB NOT NULL,
     PRIMARY KEY (measurement_id, block_number)
 );
+CREATE TABLE IF NOT EXISTS measurement_starts (name TEXT PRIMARY KEY, first_block INTEGER NOT NULL);
 """
 
 # Results kept per measurement for GetMeasurement and for resuming streams; the full history
@@ -128,7 +129,24 @@ class Store:
         """Forget a measurement and its stored results; False if unknown."""
         with self._lock:
             self._db.execute("DELETE FROM results WHERE measurement_id = ?", (mid,))
+            self._db.execute("DELETE FROM measurement_starts WHERE name = ?", (mid,))
         return self._delete("measurements", mid)
+
+    def set_first_block(self, mid: str, block: int) -> None:
+        """The first block of this run of a measurement on its sender node: a node keeps the
+        results of an earlier measurement of the same id, which belong to nobody now."""
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO measurement_starts (name, first_block) VALUES (?, ?)", (mid, block)
+            )
+
+    def first_block(self, mid: str) -> int:
+        """The first block of a measurement's run (0 if unknown: every block is its own)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT first_block FROM measurement_starts WHERE name = ?", (mid,)
+            ).fetchone()
+        return row[0] if row else 0
 
     def add_result(self, result: srv6_pm_pb2.BlockResult) -> bool:
         """Store a block result; False if that (measurement, block) is already stored."""

@@ -26,6 +26,7 @@ from srv6pm_common.grpc_server import (
 )
 
 from .counters import pins
+from .frr import isis
 from .pm.engine import Engine
 from .pm.state import default_state_dir
 from .services import srv6_manager, srv6_pm
@@ -86,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=env("pm_driver", "ebpf"),
         help="counter driver for --pm-interfaces (default %(default)s)",
     )
+    parser.add_argument(
+        "--frr-vty-socket",
+        default=env("frr_vty_socket", isis.DEFAULT_SOCKET_DIR),
+        help="directory of FRR's vty sockets, where vtysh reaches isisd for SRv6Manager.GetIsisTopology "
+        "(default %(default)s)",
+    )
     return parser
 
 
@@ -110,7 +117,7 @@ def build_server(args: argparse.Namespace, engine: Engine) -> GrpcServer:
     services = [
         Service(
             srv6_manager.SERVICE_NAME,
-            srv6_manager.SRv6ManagerService(),
+            srv6_manager.SRv6ManagerService(vtysh=isis.Vtysh(args.frr_vty_socket)),
             srv6_manager_pb2_grpc.add_SRv6ManagerServicer_to_server,
         ),
         Service(

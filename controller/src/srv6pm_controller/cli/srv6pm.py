@@ -16,6 +16,7 @@ from typing import Any
 from google.protobuf.json_format import MessageToDict
 
 from srv6pm.controller.v1 import node_service_pb2 as npb
+from srv6pm.controller.v1 import topology_service_pb2 as topb
 from srv6pm.node.v1 import srv6_manager_pb2 as mpb
 from srv6pm.node.v1 import srv6_pm_pb2 as pmpb
 
@@ -126,8 +127,13 @@ def cmd_tunnel_delete(c: Client, args: argparse.Namespace) -> str:
     return json.dumps({"deleted": args.name}) if args.json else f"tunnel {args.name} deleted"
 
 
+_TOPOLOGY_SOURCES = {"isis": topb.TOPOLOGY_SOURCE_ISIS, "netlink": topb.TOPOLOGY_SOURCE_NETLINK}
+
+
 def cmd_topology_show(c: Client, args: argparse.Namespace) -> str:
-    topo = c.extract_topology() if args.extract else c.topology()
+    extract = args.extract or args.source is not None
+    source = _TOPOLOGY_SOURCES.get(args.source, topb.TOPOLOGY_SOURCE_UNSPECIFIED)
+    topo = c.extract_topology(source) if extract else c.topology()
     if args.json:
         return _as_json(topo)
     nodes = table(
@@ -193,6 +199,8 @@ def cmd_measure_create(c: Client, args: argparse.Namespace) -> str:
         tunnel=args.tunnel or "",
         forward=_split(args.forward or ""),
         reverse=_split(args.reverse or ""),
+        sender_address=args.sender_address or "",
+        reflector_address=args.reflector_address or "",
         period_s=args.period,
         guard_s=args.guard,
         protocol=_PROTOCOLS[args.protocol],
@@ -309,6 +317,8 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("--tunnel", help="measure this tunnel's SID lists")
     mc.add_argument("--forward", help="SID list sender->reflector (instead of --tunnel)")
     mc.add_argument("--reverse", help="SID list reflector->sender")
+    mc.add_argument("--sender-address", help="probe endpoint on the sender (required without --tunnel)")
+    mc.add_argument("--reflector-address", help="probe endpoint on the reflector (required without --tunnel)")
     mc.add_argument("--period", type=float, default=10.0, help="colour period T in seconds (1-3600)")
     mc.add_argument("--guard", type=float, help="guard time in seconds (default T/2)")
     mc.add_argument("--protocol", choices=sorted(_PROTOCOLS), default="stamp")
@@ -333,6 +343,12 @@ def build_parser() -> argparse.ArgumentParser:
     show = topo.add_parser("show", help="nodes and links")
     show.add_argument(
         "--extract", action="store_true", help="read it from the network now (else the stored one)"
+    )
+    show.add_argument(
+        "--source",
+        choices=sorted(_TOPOLOGY_SOURCES),
+        help="extract from FRR's IS-IS (through the agents) or the nodes' kernel state; implies "
+        "--extract (default: IS-IS where every node runs it, else the kernel state)",
     )
     show.set_defaults(func=cmd_topology_show)
     return p

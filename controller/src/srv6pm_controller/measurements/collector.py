@@ -5,6 +5,8 @@ measurement that node sends for. When the call breaks (node restarted, network d
 again with exponential backoff, asking the node to replay blocks newer than the oldest "last block
 stored" among its measurements; results already stored are recognised by (measurement id, block
 number) and dropped, so a reconnect neither loses nor duplicates a block the node still has.
+Blocks before a measurement's first block (the node's results of an earlier, deleted measurement
+of the same id) are not collected.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class _NodeStream:
         backoff = BACKOFF_MIN
         store = self.collector.store
         while not self._stop.is_set():
-            since = min(store.last_block(m) for m in self.ids)
+            since = min(max(store.last_block(m), store.first_block(m) - 1) for m in self.ids)
             request = pb.StreamResultsRequest(measurement_ids=sorted(self.ids), since_block=since)
             try:
                 stub = pb_grpc.SRv6PMStub(self.collector.registry.channel(self.node))
@@ -98,6 +100,8 @@ class ResultCollector:
         """Store a result; forward it if it is new."""
         if self.store.get_measurement(result.measurement_id) is None:
             return  # deleted meanwhile
+        if result.block_number < self.store.first_block(result.measurement_id):
+            return  # an earlier measurement of the same id, which the node still remembers
         if self.store.add_result(result):
             self.on_result(result)
 

@@ -74,6 +74,14 @@ def validate(m: pb.Measurement, registry: NodeRegistry) -> pb.Measurement:
                 reflector_end.prefix, "the reflector end's prefix"
             )
     out.spec.CopyFrom(measurement_spec.normalise(spec))
+    if not out.tunnel:
+        # Without a tunnel the controller cannot pick the probe endpoints: every node refuses a
+        # spec without them, so refuse it here before anything is started.
+        for field, node in (("sender_address", "sender"), ("reflector_address", "reflector")):
+            if not getattr(out.spec, field):
+                raise InvalidArgument(
+                    f"spec.{field} is required without a tunnel (the probe endpoint on the {node})"
+                )
     out.ClearField("state")
     out.ClearField("error")
     return out
@@ -115,7 +123,7 @@ class MeasurementService(pb_grpc.MeasurementServiceServicer):
             except grpc.RpcError as exc:
                 raise _node_error(m.reflector_node, "starting the reflector", exc) from None
             try:
-                self._pm(m.sender_node).StartSender(npb.StartSenderRequest(spec=m.spec), timeout=15)
+                started = self._pm(m.sender_node).StartSender(npb.StartSenderRequest(spec=m.spec), timeout=15)
             except grpc.RpcError as exc:
                 try:
                     self._pm(m.reflector_node).StopReflector(
@@ -129,6 +137,10 @@ class MeasurementService(pb_grpc.MeasurementServiceServicer):
                 raise _node_error(m.sender_node, "starting the sender", exc) from None
             m.state = npb.MEASUREMENT_STATE_RUNNING
             m.created_at.GetCurrentTime()
+            # The sender numbers this run's blocks from the one it started in (by its clock); it
+            # still has the results of any earlier measurement of the same id: not ours.
+            started_ns = started.status.started_at.ToNanoseconds()
+            self.registry.store.set_first_block(mid, started_ns // m.spec.color_period.ToNanoseconds())
             self.registry.store.put_measurement(m)
         self.collector.refresh()
         log.info(

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import grpc
 
+from srv6pm.controller.v1 import node_service_pb2 as npb
 from srv6pm.controller.v1 import topology_service_pb2 as pb
 from srv6pm.controller.v1 import topology_service_pb2_grpc as pb_grpc
 
-from ..topology import netlink_source
+from ..topology import isis_source, netlink_source
 from ..topology.store import TopologyStore
 from .errors import ControllerError, FailedPrecondition, NotFound, rpc
 from .nodes import NodeRegistry
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TopologyService"].full_name
+# A node answering these has no IS-IS to read (no FRR, isisd down, an agent without the RPC).
+_NO_ISIS = (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNIMPLEMENTED)
 
 
 class TopologyService(pb_grpc.TopologyServiceServicer):
@@ -26,18 +29,32 @@ class TopologyService(pb_grpc.TopologyServiceServicer):
     def ExtractTopology(
         self, request: pb.ExtractTopologyRequest, context: grpc.ServicerContext
     ) -> pb.ExtractTopologyResponse:
-        if request.source == pb.TOPOLOGY_SOURCE_ISIS:
-            raise FailedPrecondition("the IS-IS source is not available yet; use TOPOLOGY_SOURCE_NETLINK")
         nodes = self.registry.store.nodes()
         if not nodes:
             raise FailedPrecondition("no nodes are registered")
+        if request.source == pb.TOPOLOGY_SOURCE_NETLINK:
+            topology = self._from_netlink(nodes)
+        else:  # ISIS; UNSPECIFIED: FRR's IS-IS where every node runs it, else the nodes' kernel state
+            topology = self._from_isis(nodes, fall_back=request.source != pb.TOPOLOGY_SOURCE_ISIS)
+        self.store.save(topology)
+        return pb.ExtractTopologyResponse(topology=topology)
+
+    def _from_isis(self, nodes: list[npb.Node], fall_back: bool) -> pb.Topology:
         try:
-            topology = netlink_source.extract(nodes, self.registry.channels.get)
+            return isis_source.extract(nodes, self.registry.channels.get)
+        except isis_source.NodeError as exc:
+            if fall_back and exc.code in _NO_ISIS:
+                return self._from_netlink(nodes)
+            raise ControllerError(f"IS-IS topology: node {exc.node}: {exc.details}", exc.code) from None
+        except isis_source.InconsistentTopology as exc:
+            raise FailedPrecondition(f"IS-IS topology: {exc}") from None
+
+    def _from_netlink(self, nodes: list[npb.Node]) -> pb.Topology:
+        try:
+            return netlink_source.extract(nodes, self.registry.channels.get)
         except grpc.RpcError as exc:
             code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
             raise ControllerError(f"reading a node's state failed: {exc}", code) from None
-        self.store.save(topology)
-        return pb.ExtractTopologyResponse(topology=topology)
 
     @rpc
     def GetTopology(

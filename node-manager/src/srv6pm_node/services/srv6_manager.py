@@ -10,6 +10,7 @@ from srv6pm.node.v1 import srv6_manager_pb2 as pb
 from srv6pm.node.v1 import srv6_manager_pb2_grpc as pb_grpc
 from srv6pm_common.errors import rpc
 
+from ..frr import isis
 from ..srv6 import validate
 from ..srv6.model import Action, BehaviorSpec, EncapMode, PathSpec
 from ..srv6.netlink import SRv6Netlink
@@ -54,10 +55,12 @@ def _list_table(request: pb.ListPathsRequest | pb.ListBehaviorsRequest) -> int |
 
 
 class SRv6ManagerService(pb_grpc.SRv6ManagerServicer):
-    """Implements srv6pm.node.v1.SRv6Manager on top of :class:`SRv6Netlink`."""
+    """Implements srv6pm.node.v1.SRv6Manager on top of :class:`SRv6Netlink` (and FRR's vtysh for
+    GetIsisTopology)."""
 
-    def __init__(self, kernel: SRv6Netlink | None = None) -> None:
+    def __init__(self, kernel: SRv6Netlink | None = None, vtysh: isis.Vtysh | None = None) -> None:
         self.kernel = kernel or SRv6Netlink()
+        self.vtysh = vtysh or isis.Vtysh()
 
     @rpc
     def CreatePath(
@@ -142,5 +145,41 @@ class SRv6ManagerService(pb_grpc.SRv6ManagerServicer):
             ]
         )
 
+    @rpc
+    def GetIsisTopology(
+        self, request: pb.GetIsisTopologyRequest, context: grpc.ServicerContext
+    ) -> pb.GetIsisTopologyResponse:
+        return isis_to_pb(isis.read(self.vtysh))
 
-__all__ = ["SERVICE_NAME", "SRv6ManagerService", "behavior_to_pb", "path_to_pb"]
+
+_ISIS_STATES = {
+    "up": pb.ISIS_ADJACENCY_STATE_UP,
+    "initializing": pb.ISIS_ADJACENCY_STATE_INITIALIZING,
+    "down": pb.ISIS_ADJACENCY_STATE_DOWN,
+}
+
+
+def isis_to_pb(view: isis.IsisView) -> pb.GetIsisTopologyResponse:
+    """The router's IS-IS view as the API's GetIsisTopologyResponse."""
+    return pb.GetIsisTopologyResponse(
+        system_id=view.system_id,
+        hostname=view.hostname,
+        loopback_addresses=list(view.loopback_addresses),
+        adjacencies=[
+            pb.IsisAdjacency(
+                interface=a.interface,
+                level=a.level,
+                state=_ISIS_STATES.get(a.state, pb.ISIS_ADJACENCY_STATE_UNSPECIFIED),
+                neighbor_system_id=a.neighbor_system_id,
+                neighbor_hostname=a.neighbor_hostname,
+                neighbor_addresses=list(a.neighbor_addresses),
+                local_addresses=list(a.local_addresses),
+                metric=a.metric,
+                area=a.area,
+            )
+            for a in view.adjacencies
+        ],
+    )
+
+
+__all__ = ["SERVICE_NAME", "SRv6ManagerService", "behavior_to_pb", "isis_to_pb", "path_to_pb"]

@@ -1,0 +1,1 @@
+"""What the router's FRR knows, read through vtysh's JSON output."""

@@ -30,10 +30,11 @@ def dp(driver: ebpf.EbpfDriver) -> Iterator[ebpf.EbpfDriver]:
     def reset() -> None:
         zero_ctr = bytes(driver._ctr_stride() * libbpf.possible_cpus())
         for d in driver._index:  # slot by slot: also clears hand-made entries
-            for k, flow, _ in driver._slots(d):
+            for k, flow, _, _ in driver._slots(d):
                 driver._set_slot(d, k, 0, layout.EMPTY, 0)
                 driver._ctrs[d].update(layout.INDEX_FMT.pack(flow), zero_ctr)
             driver._ids[d].clear()
+        driver._known.clear()
         driver.set_colour(0)
         driver._cfg.update(b"\0" * 4, b"\0" * 8)  # back to "never configured"
 

@@ -169,6 +169,22 @@ def test_zero_loss_and_bad_requests_change_nothing(mn_ebpf):
     assert all(r.forward.tx_packets > 0 for r in results if r.block_number in checked[1:])
     statuses = mn.pm("r1").ListMeasurements(pb.ListMeasurementsRequest()).measurements
     assert [(s.spec.measurement_id, s.state) for s in statuses] == [("clean", pb.MEASUREMENT_STATE_RUNNING)]
+    # A batched stream: the stored blocks, then live ones, at most max_batch a message, in order,
+    # none missing or twice.
+    stored = mn.pm("r1").GetResults(pb.GetResultsRequest(measurement_id="clean")).results
+    call = mn.pm("r1").StreamResults(
+        pb.StreamResultsRequest(measurement_ids=["clean"], max_batch=4), timeout=20
+    )
+    got: list[pb.BlockResult] = []
+    for resp in call:
+        assert 1 <= len(resp.results) <= 4 and not resp.HasField("result")
+        got.extend(resp.results)
+        if len(got) > len(stored) + 1:  # past the replay: live blocks too
+            break
+    call.cancel()
+    numbers = [r.block_number for r in got]
+    assert numbers == list(range(stored[0].block_number, stored[0].block_number + len(numbers)))
+    assert len(stored) > 4  # so the replay took more than one message
     assert mn.pm("r2").GetConfiguration(pb.GetConfigurationRequest()).config.driver == pb.COUNTER_DRIVER_EBPF
 
 

@@ -9,7 +9,7 @@ from srv6pm.node.v1 import srv6_pm_pb2 as pb
 from srv6pm_common import measurement_spec
 from srv6pm_common.errors import InvalidArgument
 from srv6pm_node.counters import Direction
-from srv6pm_node.pm.blocks import BlockClock
+from srv6pm_node.pm.blocks import BlockClock, probe_phase
 from srv6pm_node.pm.sender import SenderMeasurement, default_ssid
 from srv6pm_twamp.sender import ProbeResult
 from srv6pm_twamp.wire.tlv import FLAG_U, CounterEpoch, DirectMeasurement
@@ -122,6 +122,27 @@ def test_block_clock_numbers_blocks_from_unix_time():
         BASE * S + 7 * S // 10,
         BASE * S + 9 * S // 10,
     ]
+
+
+def test_measurements_spread_their_probes_over_the_interval():
+    interval = S // 10
+    phases = [probe_phase(ssid, interval) for ssid in range(1, 101)]
+    assert all(0 <= p < interval for p in phases)
+    tenths = [sum(1 for p in phases if p * 10 // interval == k) for k in range(10)]
+    assert min(tenths) >= 5 and max(tenths) <= 15, tenths  # 100 measurements, ~10 per tenth
+
+
+@pytest.mark.parametrize("ssid", [1, 2, 3, 1000, 65535])
+def test_every_block_keeps_its_probes_in_the_window_whatever_the_phase(ssid):
+    s = spec(ssid=ssid)
+    s.probe_interval.FromNanoseconds(S)  # one probe per block: the phase must not push it out
+    m = SenderMeasurement(s, "r1", {}, 0, synchronized=True)
+    t = BASE * S
+    for _ in range(4):
+        t = m.next_probe_ns(t)
+        b = t // S
+        assert b * S + S // 2 <= t < (b + 1) * S
+    assert t // S == BASE + 3
 
 
 def test_each_block_gets_exactly_its_own_loss_both_ways():

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 BACKOFF_MIN = 0.2
 BACKOFF_MAX = 5.0
+STREAM_BATCH = 256  # results per message from a node: batches keep thousands of measurements cheap
 
 
 class _NodeStream:
@@ -53,7 +54,9 @@ class _NodeStream:
         store = self.collector.store
         while not self._stop.is_set():
             since = min(max(store.last_block(m), store.first_block(m) - 1) for m in self.ids)
-            request = pb.StreamResultsRequest(measurement_ids=sorted(self.ids), since_block=since)
+            request = pb.StreamResultsRequest(
+                measurement_ids=sorted(self.ids), since_block=since, max_batch=STREAM_BATCH
+            )
             try:
                 stub = pb_grpc.SRv6PMStub(self.collector.registry.channel(self.node))
                 with self._lock:
@@ -67,7 +70,8 @@ class _NodeStream:
                 )
                 for response in self._call:
                     backoff = BACKOFF_MIN  # the stream works: start over from a short wait next time
-                    self.collector.handle(response.result)
+                    for result in response.results:
+                        self.collector.handle(result)
             except grpc.RpcError as exc:
                 if self._stop.is_set():
                     return

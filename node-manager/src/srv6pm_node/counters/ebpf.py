@@ -71,8 +71,9 @@ class EbpfDriver(CounterDriver):
         self._ctrs = {d: self.obj.map(layout.CTR_MAP[d], percpu=True) for d in Direction}
         self._cfg = self.obj.map(layout.CFG_MAP)
         self._ids = {
-            d: {flow for _, flow, state in self._slots(d) if state == layout.USED} for d in Direction
+            d: {flow for _, flow, state, _ in self._slots(d) if state == layout.USED} for d in Direction
         }  # flow ids in use
+        self._known: dict[tuple[Direction, int], tuple[int, tuple[str, ...]]] = {}  # see flows()
         if mark_bit is not None:
             colour, _ = self._read_cfg()
             self._cfg.update(layout.INDEX_FMT.pack(0), layout.CFG_FMT.pack(colour, layout.tc_mask(mark_bit)))
@@ -249,7 +250,10 @@ class EbpfDriver(CounterDriver):
         return (layout.CTR_FMT.size + 7) & ~7
 
     def _counters(self, d: Direction, k: int) -> tuple[ColourCount, ColourCount]:
-        raw = self._ctrs[d].lookup(layout.INDEX_FMT.pack(k)) or b""
+        return self._sum(self._ctrs[d].lookup(layout.INDEX_FMT.pack(k)) or b"")
+
+    def _sum(self, raw: bytes) -> tuple[ColourCount, ColourCount]:
+        """One flow's per-CPU counters summed."""
         tot = [0, 0, 0, 0]
         stride = self._ctr_stride()
         for cpu in range(len(raw) // stride):
@@ -266,25 +270,40 @@ class EbpfDriver(CounterDriver):
             raise FlowNotFound(f"{d} flow {list(sids)} is not monitored")
         return FlowCounters(d, sids, self._counters(d, self._slot(d, k)[2]))
 
-    def _slots(self, d: Direction) -> list[tuple[int, int, int]]:
-        """(slot, flow id, state) of every non-empty index slot (one batched read of the index)."""
+    def _slots(self, d: Direction) -> list[tuple[int, int, int, int]]:
+        """(slot, flow id, state, hash) of every non-empty index slot (one batched read of the
+        index)."""
         raw = self._index[d].dump_array(layout.TABLE_SIZE)
         size = layout.SLOT_FMT.size
         states = raw[8::size]  # low byte of each slot's state word (offset 8): skip empty ones fast
         out = []
         for k in (i for i, b in enumerate(states) if b):
-            _, state, flow = layout.SLOT_FMT.unpack_from(raw, k * size)
-            out.append((k, flow, state))
+            h, state, flow = layout.SLOT_FMT.unpack_from(raw, k * size)
+            out.append((k, flow, state, h))
         return out
 
     def flows(self, direction: Direction | None = None) -> list[FlowCounters]:
-        """Every monitored flow with its counters."""
+        """Every monitored flow with its counters: a batched read of the index and of the
+        counters, whatever the number of flows (the engine reads them all every block)."""
         out = []
+        per_flow = self._ctr_stride() * libbpf.possible_cpus()
         for d in [Direction(direction)] if direction else list(Direction):
-            used = [(self._sids(d, flow), flow) for _, flow, state in self._slots(d) if state == layout.USED]
-            for sids, flow in sorted(used):
-                out.append(FlowCounters(d, sids, self._counters(d, flow)))
+            used = [(flow, h) for _, flow, state, h in self._slots(d) if state == layout.USED]
+            if not used:
+                continue
+            raw = self._ctrs[d].dump_array(max(flow for flow, _ in used) + 1)
+            for sids, flow in sorted((self._sids_of(d, flow, h), flow) for flow, h in used):
+                out.append(FlowCounters(d, sids, self._sum(raw[flow * per_flow : (flow + 1) * per_flow])))
         return out
+
+    def _sids_of(self, d: Direction, flow: int, h: int) -> tuple[str, ...]:
+        """A used flow's SID list, read once: while its index slot keeps the same hash it is the
+        same list (another process adding or removing flows changes the hash or the id)."""
+        known = self._known.get((d, flow))
+        if known is None or known[0] != h:
+            known = (h, self._sids(d, flow))
+            self._known[(d, flow)] = known
+        return known[1]
 
     # --- colour ----------------------------------------------------------------------------
 

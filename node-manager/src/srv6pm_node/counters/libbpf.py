@@ -187,16 +187,18 @@ class Map:
         return True
 
     def dump_array(self, entries: int) -> bytes:
-        """Every value of an ARRAY map, concatenated in index order, in a few syscalls
+        """The values of elements 0 .. ``entries``-1 of an ARRAY map (per-CPU: every CPU's copy
+        of each, as :meth:`lookup` gives them), concatenated in index order, in a few syscalls
         (BPF_MAP_LOOKUP_BATCH) rather than one lookup per element."""
-        chunk = 4096
+        elem = len(self._vbuf())
+        chunk = max(1, min(4096, entries))
         out = bytearray()
         keys = ctypes.create_string_buffer(4 * chunk)
-        vals = ctypes.create_string_buffer(self.value_size * chunk)
+        vals = ctypes.create_string_buffer(elem * chunk)
         in_b, out_b = ctypes.c_uint32(0), ctypes.c_uint32(0)
         first = True
-        while len(out) < entries * self.value_size:
-            count = ctypes.c_uint32(chunk)
+        while len(out) < entries * elem:
+            count = ctypes.c_uint32(min(chunk, entries - len(out) // elem))
             rc = lib().bpf_map_lookup_batch(
                 self.fd,
                 None if first else ctypes.byref(in_b),
@@ -208,11 +210,11 @@ class Map:
             )
             if rc < 0 and rc != -errno.ENOENT:
                 _check(rc, f"batch lookup in {self.name}")
-            out += vals.raw[: count.value * self.value_size]
+            out += vals.raw[: count.value * elem]
             if rc == -errno.ENOENT or count.value == 0:
                 break
             in_b.value, first = out_b.value, False
-        return bytes(out)
+        return bytes(out[: entries * elem])
 
     def keys(self, key_size: int) -> list[bytes]:
         """Every key (a snapshot)."""

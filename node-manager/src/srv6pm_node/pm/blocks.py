@@ -49,7 +49,16 @@ class BlockClock:
         """The block whose counters a probe stamped ``t1_ns`` carries (the one before)."""
         return self.block_of(t1_ns) - 1
 
-    def probe_times(self, block: int, guard_ns: int, interval_ns: int) -> list[int]:
-        """When the sender probes in ``block``: from guard time on, every interval, within the block."""
-        start, end = self.start(block) + guard_ns, self.end(block)
+    def probe_times(self, block: int, guard_ns: int, interval_ns: int, phase_ns: int = 0) -> list[int]:
+        """When the sender probes in ``block``: from guard time (plus ``phase_ns``) on, every
+        interval, within the block."""
+        start, end = self.start(block) + guard_ns + phase_ns, self.end(block)
         return list(range(start, end, max(interval_ns, 1)))
+
+
+def probe_phase(ssid: int, interval_ns: int) -> int:
+    """A measurement's offset of its probes within the probe interval, from its SSID: a node's
+    many measurements then spread their probes over the interval (golden-ratio hashing keeps
+    consecutive SSIDs far apart) instead of all firing at the guard time, which would delay the
+    colour flips and replies behind one burst."""
+    return (ssid * 40503 % 65536) * interval_ns // 65536

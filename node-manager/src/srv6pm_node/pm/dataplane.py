@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import ipaddress
 import logging
 import socket
+import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -72,6 +72,8 @@ class DataPlane:
         self.config = config
         self.state = state
         self.netlink = SRv6Netlink()
+        # The engine's loop and the colour flipper's thread both use the driver.
+        self._lock = threading.RLock()
         missing = [i for i in (*config.egress_interfaces, *config.ingress_interfaces) if not _exists(i)]
         if missing:
             raise FailedPrecondition(f"no such interface: {', '.join(sorted(set(missing)))}")
@@ -98,63 +100,71 @@ class DataPlane:
 
     def apply_interfaces(self, config: pb.NodeConfig) -> None:
         """Attach to the interfaces ``config`` names and detach from the others."""
-        wanted = [(i, Direction.EGRESS) for i in config.egress_interfaces]
-        wanted += [(i, Direction.INGRESS) for i in config.ingress_interfaces]
-        for ifname, d in wanted:
-            if (ifname, d) not in self.attached:
-                try:
-                    self.driver.attach(ifname, d)
-                except (CounterError, OSError) as exc:
-                    raise FailedPrecondition(f"cannot attach the counters to {ifname} ({d}): {exc}") from None
-                self.attached.append((ifname, d))
-        for ifname, d in list(self.attached):
-            if (ifname, d) not in wanted:
-                with contextlib.suppress(CounterError, OSError):
-                    self.driver.detach(ifname, d)
-                self.attached.remove((ifname, d))
-        self.config = config
+        with self._lock:
+            wanted = [(i, Direction.EGRESS) for i in config.egress_interfaces]
+            wanted += [(i, Direction.INGRESS) for i in config.ingress_interfaces]
+            for ifname, d in wanted:
+                if (ifname, d) not in self.attached:
+                    try:
+                        self.driver.attach(ifname, d)
+                    except (CounterError, OSError) as exc:
+                        raise FailedPrecondition(
+                            f"cannot attach the counters to {ifname} ({d}): {exc}"
+                        ) from None
+                    self.attached.append((ifname, d))
+            for ifname, d in list(self.attached):
+                if (ifname, d) not in wanted:
+                    with contextlib.suppress(CounterError, OSError):
+                        self.driver.detach(ifname, d)
+                    self.attached.remove((ifname, d))
+            self.config = config
 
     def close(self, detach: bool = False) -> None:
         """Release the driver handle (programs and pinned counters stay unless ``detach``)."""
-        if detach:
-            for ifname, d in self.attached:
-                with contextlib.suppress(CounterError, OSError):
-                    self.driver.detach(ifname, d)
-            self.attached.clear()
-        self.driver.close()
+        with self._lock:
+            if detach:
+                for ifname, d in self.attached:
+                    with contextlib.suppress(CounterError, OSError):
+                        self.driver.detach(ifname, d)
+                self.attached.clear()
+            self.driver.close()
 
     # --- colour ------------------------------------------------------------------------------
 
     def enter_block(self, clock: BlockClock, block: int, now_ns: int) -> None:
         """Mark egress packets with ``block``'s colour from now on, and remember when we did."""
-        colour = clock.colour(block)
-        if self.driver.colour() != colour:
-            self.driver.set_colour(colour)
-        if block not in self._entered:
-            self._entered[block] = now_ns
-            if len(self._entered) > 8:
-                del self._entered[min(self._entered)]
+        with self._lock:
+            colour = clock.colour(block)
+            if self.driver.colour() != colour:
+                self.driver.set_colour(colour)
+            if block not in self._entered:
+                self._entered[block] = now_ns
+                if len(self._entered) > 8:
+                    del self._entered[min(self._entered)]
 
     # --- flows -------------------------------------------------------------------------------
 
     def use_flow(self, sids: Sequence[str], direction: Direction) -> None:
         """Monitor a SID list (counted per user; counters kept if it is monitored already)."""
-        key = (direction, tuple(sids))
-        if not self._flows[key]:
-            try:
-                self.driver.read(sids, direction)
-                # Monitored already: the counters of an earlier run of this agent, kept by the
-                # kernel; their epoch is the one recorded then.
-                epoch = self.state.flow_epoch(str(direction), key[1]) or 0
-            except FlowNotFound:
+        with self._lock:
+            key = (direction, tuple(sids))
+            if not self._flows[key]:
                 try:
-                    self.driver.add_flow(sids, direction)
-                except CounterError as exc:
-                    raise FailedPrecondition(f"cannot monitor {list(sids)} ({direction}): {exc}") from None
-                epoch = time.time_ns()
-                self.state.put_flow_epoch(str(direction), key[1], epoch)
-            self._epochs[key] = epoch
-        self._flows[key] += 1
+                    self.driver.read(sids, direction)
+                    # Monitored already: the counters of an earlier run of this agent, kept by the
+                    # kernel; their epoch is the one recorded then.
+                    epoch = self.state.flow_epoch(str(direction), key[1]) or 0
+                except FlowNotFound:
+                    try:
+                        self.driver.add_flow(sids, direction)
+                    except CounterError as exc:
+                        raise FailedPrecondition(
+                            f"cannot monitor {list(sids)} ({direction}): {exc}"
+                        ) from None
+                    epoch = time.time_ns()
+                    self.state.put_flow_epoch(str(direction), key[1], epoch)
+                self._epochs[key] = epoch
+            self._flows[key] += 1
 
     def epoch(self, direction: Direction, sids: tuple[str, ...]) -> int:
         """When a monitored flow's counters started (Unix ns; 0 if unknown)."""
@@ -162,14 +172,15 @@ class DataPlane:
 
     def release_flow(self, sids: Sequence[str], direction: Direction) -> None:
         """Drop one user of a flow; the last one stops monitoring it."""
-        key = (direction, tuple(sids))
-        self._flows[key] -= 1
-        if self._flows[key] <= 0:
-            del self._flows[key]
-            self._epochs.pop(key, None)
-            with contextlib.suppress(CounterError):
-                self.driver.remove_flow(sids, direction)
-            self.state.put_flow_epoch(str(direction), key[1], None)
+        with self._lock:
+            key = (direction, tuple(sids))
+            self._flows[key] -= 1
+            if self._flows[key] <= 0:
+                del self._flows[key]
+                self._epochs.pop(key, None)
+                with contextlib.suppress(CounterError):
+                    self.driver.remove_flow(sids, direction)
+                self.state.put_flow_epoch(str(direction), key[1], None)
 
     def snapshot(self, clock: BlockClock, block: int, guard_ns: int, now_ns: int | None = None) -> Snapshot:
         """The cumulative counters of every flow, as read once in block ``block + 1`` after the
@@ -180,29 +191,30 @@ class DataPlane:
         on marking the block's colour well into the next block (it was down at the boundary): its
         counters of that colour were still moving when the far end read its own.
         """
-        now_ns = time.time_ns() if now_ns is None else now_ns
-        if clock.block_of(now_ns) != block + 1:
-            raise LookupError(f"block {block} is not readable now")
-        entered = self._entered.get(block + 1)
-        if entered is None or entered > clock.start(block + 1) + guard_ns // 2:
-            raise LookupError(f"block {block}'s colour was still being marked here after the guard time")
-        key = (block, guard_ns)
-        snap = self._snapshots.get(key)
-        if snap is None:
-            now_ns = time.time_ns()  # the reading's own time matters, not the caller's "now"
+        with self._lock:
+            now_ns = time.time_ns() if now_ns is None else now_ns
             if clock.block_of(now_ns) != block + 1:
                 raise LookupError(f"block {block} is not readable now")
-            snap = {
-                (f.direction, f.sids): (f.colours[0].packets, f.colours[1].packets)
-                for f in self.driver.flows()
-            }
-            if clock.block_of(time.time_ns()) != block + 1:
-                # The reading ran into block+2 (a starved process): it may hold that block's
-                # packets of the same colour. Refuse rather than report a wrong block.
-                raise LookupError(f"reading block {block} took too long")
-            self._snapshots = {k: v for k, v in self._snapshots.items() if k[0] >= block - 1}
-            self._snapshots[key] = snap
-        return snap
+            entered = self._entered.get(block + 1)
+            if entered is None or entered > clock.start(block + 1) + guard_ns // 2:
+                raise LookupError(f"block {block}'s colour was still being marked here after the guard time")
+            key = (block, guard_ns)
+            snap = self._snapshots.get(key)
+            if snap is None:
+                now_ns = time.time_ns()  # the reading's own time matters, not the caller's "now"
+                if clock.block_of(now_ns) != block + 1:
+                    raise LookupError(f"block {block} is not readable now")
+                snap = {
+                    (f.direction, f.sids): (f.colours[0].packets, f.colours[1].packets)
+                    for f in self.driver.flows()
+                }
+                if clock.block_of(time.time_ns()) != block + 1:
+                    # The reading ran into block+2 (a starved process): it may hold that block's
+                    # packets of the same colour. Refuse rather than report a wrong block.
+                    raise LookupError(f"reading block {block} took too long")
+                self._snapshots = {k: v for k, v in self._snapshots.items() if k[0] >= block - 1}
+                self._snapshots[key] = snap
+            return snap
 
     # --- probe endpoints ---------------------------------------------------------------------
 
@@ -233,36 +245,30 @@ class DataPlane:
     # --- what the kernel routes --------------------------------------------------------------
 
     def check_path(self, segments: Sequence[str], address: str, what: str) -> None:
-        """FAILED_PRECONDITION unless an SRv6 encap path steers ``address`` into ``segments``."""
-        addr = ipaddress.IPv6Address(address)
-        best = None
-        for p in self.netlink.list_paths(None):
-            net = ipaddress.ip_network(p.destination)
-            if net.version == 6 and addr in net and (best is None or net.prefixlen > best[0].prefixlen):
-                best = (net, p)
-        if best is None or tuple(best[1].segments) != tuple(segments):
-            found = f" (it follows {list(best[1].segments)})" if best else ""
+        """FAILED_PRECONDITION unless the kernel sends packets for ``address`` through an SRv6
+        encap path into ``segments`` (a route lookup: what the probes will actually follow)."""
+        path = self.netlink.lookup_path(address)
+        if path is None or tuple(path.segments) != tuple(segments):
+            found = f" (it follows {list(path.segments)})" if path else ""
             raise FailedPrecondition(
                 f"no SRv6 path on this node steers {what} {address} into SID list {list(segments)}{found}"
             )
-        if best[1].mode not in (EncapMode.ENCAP, EncapMode.ENCAP_RED):
+        if path.mode not in (EncapMode.ENCAP, EncapMode.ENCAP_RED):
             raise FailedPrecondition(
-                f"the path to {address} uses {best[1].mode.iproute2_name}; probes need encap"
+                f"the path to {address} uses {path.mode.iproute2_name}; probes need encap"
             )
 
     def decap_table(self, sid: str, what: str) -> int:
         """The table the End.DT6 behaviour ``sid`` looks packets up in (FAILED_PRECONDITION if
         ``sid`` is not such a behaviour here)."""
-        want = f"{ipaddress.IPv6Address(sid)}/128"
-        for b in self.netlink.list_behaviors(None):
-            if b.sid == want:
-                if b.action is Action.END_DT6 and b.lookup_table:
-                    return b.lookup_table
-                raise FailedPrecondition(
-                    f"{what} {sid} is {b.action.kernel_name} here; probes are delivered through "
-                    "End.DT6 in table mode"
-                )
-        raise FailedPrecondition(f"{what} {sid} is not a local SID of this node")
+        b = self.netlink.lookup_behavior(sid)
+        if b is None:
+            raise FailedPrecondition(f"{what} {sid} is not a local SID of this node")
+        if b.action is Action.END_DT6 and b.lookup_table:
+            return b.lookup_table
+        raise FailedPrecondition(
+            f"{what} {sid} is {b.action.kernel_name} here; probes are delivered through End.DT6 in table mode"
+        )
 
 
 def _exists(ifname: str) -> bool:

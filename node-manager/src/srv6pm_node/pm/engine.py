@@ -1,9 +1,11 @@
 """The measurement engine: one asyncio loop (its own thread) that runs every measurement of the
-node — colour flips, probes, replies, block results — and the result stream.
+node — probes, replies, block results — and the result stream.
 
 gRPC handlers call the public methods from their threads; each runs on the loop
-(:meth:`Engine._call`), so the engine's state has one owner and needs no locks. Subscriptions
-(the result streams) are thread-safe queues fed from the loop.
+(:meth:`Engine._call`), so the engine's state has one owner and needs no locks. The one exception
+is the colour flip, on a thread of its own (:mod:`.flipper`: it must not wait behind the loop's
+backlog); the data plane it shares with the loop locks its driver. Subscriptions (the result
+streams) are thread-safe queues fed from the loop.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from srv6pm_twamp.timestamps import TimestampFormat
 from ..counters import Direction
 from .blocks import BlockClock
 from .dataplane import DataPlane, normalise_config
+from .flipper import ColourFlipper
 from .reflector import ReflectorCounters, ReflectorMeasurement
 from .sender import SenderMeasurement, Settled, default_ssid
 from .state import State
@@ -39,7 +42,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 SENDER, REFLECTOR = pb.MEASUREMENT_ROLE_SENDER, pb.MEASUREMENT_ROLE_REFLECTOR
 ROLE_NAME = {SENDER: "sender", REFLECTOR: "reflector"}
-FLIP_LATE_S = 0.0002  # wake just after a block boundary, never just before
 SUBSCRIPTION_BACKLOG = 100_000
 
 
@@ -72,12 +74,17 @@ class Subscription:
         except queue.Full:
             self.overflowed = True
 
-    def get(self, timeout: float) -> pb.BlockResult | None:
-        """The next result, or None after ``timeout`` seconds."""
+    def get(self, timeout: float, limit: int = 1) -> list[pb.BlockResult]:
+        """The next results, up to ``limit`` of those ready; waits up to ``timeout`` seconds for
+        the first (empty list then)."""
+        out: list[pb.BlockResult] = []
         try:
-            return self.queue.get(timeout=timeout)
+            out.append(self.queue.get(timeout=timeout))
+            while len(out) < limit:
+                out.append(self.queue.get_nowait())
         except queue.Empty:
-            return None
+            pass
+        return out
 
     def close(self) -> None:
         """Stop receiving."""
@@ -124,8 +131,8 @@ class Engine:
         self.senders: dict[tuple[str, int], Sender] = {}
         self.reflector: Reflector | None = None
         self.reflector_counters: ReflectorCounters | None = None
-        self.clock: BlockClock | None = None
-        self._flip_timer: asyncio.TimerHandle | None = None
+        self.flipper = ColourFlipper(lambda: self.dataplane)
+        self._unsaved: list[tuple[_Run, Settled]] = []  # settled this tick, see _flush
         self._subs: list[Subscription] = []
         self._subs_lock = threading.Lock()
         self.loop = asyncio.new_event_loop()
@@ -147,11 +154,11 @@ class Engine:
             return
 
         def shutdown() -> None:
+            self._flush()
             for run in self.runs.values():
                 if run.timer is not None:
                     run.timer.cancel()
-            if self._flip_timer is not None:
-                self._flip_timer.cancel()
+            self.flipper.close()
             for s in self.senders.values():
                 s.close()
             if self.reflector is not None:
@@ -355,7 +362,7 @@ class Engine:
         self.runs[key] = run
         self.statuses[key] = status
         self.state.put_measurement(status)
-        self._ensure_flipping(BlockClock(spec.color_period.ToNanoseconds()))
+        self.flipper.follow(BlockClock(spec.color_period.ToNanoseconds()))
         log.info(
             "measurement started",
             extra={"measurement_id": spec.measurement_id, "role": ROLE_NAME[role], "resumed": restore},
@@ -435,12 +442,12 @@ class Engine:
             raise NotFound(f"measurement {measurement_id!r} is not running here as {ROLE_NAME[role]}")
         if run.sender is not None:
             self._publish(run, run.sender.due(time.time_ns()))
+            self._flush()
         await self._release(run)
         run.status.state = pb.MEASUREMENT_STATE_STOPPED
         self.state.put_measurement(run.status)
-        if not self.runs and self._flip_timer is not None:
-            self._flip_timer.cancel()
-            self._flip_timer, self.clock = None, None
+        if not self.runs:
+            self.flipper.follow(None)
         log.info("measurement stopped", extra={"measurement_id": measurement_id, "role": ROLE_NAME[role]})
         return _public(run.status)
 
@@ -466,27 +473,6 @@ class Engine:
             if run.endpoint is not None:
                 await _off_loop(dp.release_endpoint, *run.endpoint)
         run.flows, run.endpoint = [], None
-
-    # --- the clock (loop) --------------------------------------------------------------------
-
-    def _ensure_flipping(self, clock: BlockClock) -> None:
-        self.clock = clock
-        if self._flip_timer is None:
-            self._flip()
-
-    def _flip(self) -> None:
-        """Set the marking colour of the current block; wake again just after the next boundary."""
-        clock, dp = self.clock, self.dataplane
-        if clock is None or dp is None:
-            self._flip_timer = None
-            return
-        now = time.time_ns()
-        block = clock.block_of(now)
-        try:
-            dp.enter_block(clock, block, now)
-        except Exception:
-            log.exception("colour flip failed")
-        self._flip_timer = self.loop.call_later((clock.end(block) - now) / 1e9 + FLIP_LATE_S, self._flip)
 
     # --- probes and results (loop) -----------------------------------------------------------
 
@@ -519,19 +505,33 @@ class Engine:
         self._publish(run, run.sender.due(time.time_ns()))
 
     def _publish(self, run: _Run, ready: list[Settled]) -> None:
-        mid = run.spec.measurement_id
-        for s in ready:
-            chain = (mid, s.chain.block % 2, s.chain) if s.chain is not None else None
-            self.state.add_block(s.result, chain)
-            if s.result is None:
-                continue
-            run.status.last_block_number = s.result.block_number
-            with self._subs_lock:
-                subs = list(self._subs)
+        """Queue settled blocks; they are stored, then streamed, once per loop tick (one
+        transaction for every block settled in the tick, not one per block)."""
+        if not ready:
+            return
+        if not self._unsaved:
+            self.loop.call_soon(self._flush)
+        self._unsaved.extend((run, s) for s in ready)
+
+    def _flush(self) -> None:
+        batch, self._unsaved = self._unsaved, []
+        if not batch:
+            return
+        # Stored before anyone sees them: a streamed block is one a restart will not re-measure.
+        self.state.add_blocks(
+            (s.result, (r.spec.measurement_id, s.chain.block % 2, s.chain) if s.chain is not None else None)
+            for r, s in batch
+        )
+        published = [(r, s.result) for r, s in batch if s.result is not None]
+        with self._subs_lock:
+            subs = list(self._subs)
+        for r, result in published:
+            r.status.last_block_number = result.block_number
             for sub in subs:
-                sub.offer(s.result)
-            if s.result.block_number % 1000 == 0:
-                self.state.prune([mid])
+                sub.offer(result)
+        to_prune = {r.spec.measurement_id for r, result in published if result.block_number % 1000 == 0}
+        if to_prune:
+            self.state.prune(to_prune)
 
 
 async def _off_loop(fn: Callable[..., T], *args: Any) -> T:

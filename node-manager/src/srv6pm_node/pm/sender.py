@@ -28,7 +28,7 @@ from srv6pm_twamp.sender import ProbeResult
 from srv6pm_twamp.wire.tlv import CounterEpoch, DirectMeasurement, Tlv
 
 from ..counters import Direction
-from .blocks import BlockClock
+from .blocks import BlockClock, probe_phase
 from .dataplane import Snapshot
 from .state import ChainPoint
 
@@ -89,6 +89,9 @@ class SenderMeasurement:
         self.clock = BlockClock(spec.color_period.ToNanoseconds())
         self.guard_ns = spec.guard_time.ToNanoseconds()
         self.interval_ns = spec.probe_interval.ToNanoseconds()
+        # within the interval and the probing window (T - guard), so every block keeps its probes
+        window = self.clock.period_ns - self.guard_ns
+        self.phase_ns = probe_phase(spec.ssid, max(0, min(self.interval_ns, window)))
         self.forward = tuple(spec.forward_segments)
         self.reverse = tuple(spec.reverse_segments)
         self.synchronized = synchronized
@@ -106,12 +109,12 @@ class SenderMeasurement:
         """The first probe time strictly after ``now_ns``."""
         b = self.clock.block_of(now_ns)
         for t in (
-            *self.clock.probe_times(b, self.guard_ns, self.interval_ns),
-            *self.clock.probe_times(b + 1, self.guard_ns, self.interval_ns),
+            *self.clock.probe_times(b, self.guard_ns, self.interval_ns, self.phase_ns),
+            *self.clock.probe_times(b + 1, self.guard_ns, self.interval_ns, self.phase_ns),
         ):
             if t > now_ns:
                 return t
-        return self.clock.start(b + 2) + self.guard_ns
+        return self.clock.start(b + 2) + self.guard_ns + self.phase_ns
 
     # --- probes ------------------------------------------------------------------------------
 

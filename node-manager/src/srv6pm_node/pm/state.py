@@ -161,21 +161,31 @@ class State:
 
     # --- results ----------------------------------------------------------------------------
 
-    def add_block(self, result: pb.BlockResult | None, chain: tuple[str, int, ChainPoint] | None) -> None:
-        """Store a block result and/or a chain point, in one transaction (never one without the
-        other: a restart must not re-measure a block it already reported, nor skip one)."""
-        with self._lock, self._db:
-            if result is not None:
-                self._db.execute(
-                    "INSERT OR REPLACE INTO results VALUES (?, ?, ?)",
-                    (result.measurement_id, result.block_number, result.SerializeToString()),
-                )
-            if chain is not None:
-                mid, colour, p = chain
-                self._db.execute(
-                    "INSERT OR REPLACE INTO chains VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (mid, colour, p.block, p.s_txc, p.r_rxc, p.r_txc, p.s_rxc, p.s_epoch, p.r_epoch),
-                )
+    def add_blocks(
+        self, items: Iterable[tuple[pb.BlockResult | None, tuple[str, int, ChainPoint] | None]]
+    ) -> None:
+        """Store block results and chain points, all in one transaction (never a result without its
+        chain point or the other way round: a restart must not re-measure a block it already
+        reported, nor skip one). The engine writes each loop tick's blocks together."""
+        with self._lock:
+            self._db.execute("BEGIN")  # autocommit connection: one explicit transaction
+            try:
+                for result, chain in items:
+                    if result is not None:
+                        self._db.execute(
+                            "INSERT OR REPLACE INTO results VALUES (?, ?, ?)",
+                            (result.measurement_id, result.block_number, result.SerializeToString()),
+                        )
+                    if chain is not None:
+                        mid, colour, p = chain
+                        self._db.execute(
+                            "INSERT OR REPLACE INTO chains VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            (mid, colour, p.block, p.s_txc, p.r_rxc, p.r_txc, p.s_rxc, p.s_epoch, p.r_epoch),
+                        )
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     def prune(self, measurement_ids: Iterable[str]) -> None:
         """Keep the last KEEP_RESULTS results per measurement."""

@@ -81,21 +81,31 @@ class SRv6PMService(pb_grpc.SRv6PMServicer):
         # Subscribe before replaying, so nothing published in between is missed.
         sub = self.engine.subscribe(wanted or None)
         context.add_callback(sub.close)
+        batch = max(1, request.max_batch)
+
+        def response(results: list[pb.BlockResult]) -> pb.StreamResultsResponse:
+            if request.max_batch <= 1:
+                return pb.StreamResultsResponse(result=results[0])
+            return pb.StreamResultsResponse(results=results)
+
         try:
             last: dict[str, int] = {}
             for mid in sorted(wanted) or self.engine.measurement_ids():
-                for r in self.engine.results(mid, request.since_block):
-                    last[mid] = r.block_number
-                    yield pb.StreamResultsResponse(result=r)
+                stored = self.engine.results(mid, request.since_block)
+                for i in range(0, len(stored), batch):
+                    last[mid] = stored[min(i + batch, len(stored)) - 1].block_number
+                    yield response(stored[i : i + batch])
             while context.is_active():
                 if sub.overflowed:
                     context.abort(
                         grpc.StatusCode.RESOURCE_EXHAUSTED, "the stream fell behind; resume with since_block"
                     )
-                r = sub.get(STREAM_POLL_S)
-                if r is None or r.block_number <= last.get(r.measurement_id, request.since_block):
-                    continue
-                last[r.measurement_id] = r.block_number
-                yield pb.StreamResultsResponse(result=r)
+                fresh = []
+                for r in sub.get(STREAM_POLL_S, batch):
+                    if r.block_number > last.get(r.measurement_id, request.since_block):
+                        last[r.measurement_id] = r.block_number
+                        fresh.append(r)
+                if fresh:
+                    yield response(fresh)
         finally:
             sub.close()

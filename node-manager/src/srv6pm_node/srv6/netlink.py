@@ -63,7 +63,16 @@ class SRv6Netlink:
     def list_paths(self, table: int | None) -> list[PathSpec]:
         """SRv6 paths of ``table`` (None: every table)."""
         with self._ipr() as ipr:
-            return [self._to_path(ipr, r) for r in self._routes(ipr, _SEG6_ENCAP, table)]
+            names = _link_names(ipr)
+            return [self._to_path(ipr, r, names) for r in self._routes(ipr, _SEG6_ENCAP, table)]
+
+    def lookup_path(self, address: str) -> PathSpec | None:
+        """The SRv6 path the kernel sends a packet for ``address`` through (one route lookup, the
+        kernel's own decision, whatever the number of routes); None if no SRv6 path carries it.
+        The answer's destination is ``address``/128: a lookup does not tell the matched prefix."""
+        with self._ipr() as ipr:
+            route = self._lookup(ipr, address, _SEG6_ENCAP)
+            return None if route is None else self._to_path(ipr, route)
 
     def get_path(self, destination: str, table: int) -> PathSpec:
         """The SRv6 path at (destination, table); NotFound if none."""
@@ -117,7 +126,15 @@ class SRv6Netlink:
     def list_behaviors(self, table: int | None) -> list[BehaviorSpec]:
         """Local SID behaviours of ``table`` (None: every table)."""
         with self._ipr() as ipr:
-            return [self._to_behavior(ipr, r) for r in self._routes(ipr, _SEG6LOCAL_ENCAP, table)]
+            names = _link_names(ipr)
+            return [self._to_behavior(ipr, r, names) for r in self._routes(ipr, _SEG6LOCAL_ENCAP, table)]
+
+    def lookup_behavior(self, sid: str) -> BehaviorSpec | None:
+        """The local SID behaviour the kernel applies to a packet for ``sid`` (one route lookup);
+        None if that address is not an SRv6 local SID here."""
+        with self._ipr() as ipr:
+            route = self._lookup(ipr, sid, _SEG6LOCAL_ENCAP)
+            return None if route is None else self._to_behavior(ipr, route)
 
     def get_behavior(self, sid: str, table: int) -> BehaviorSpec:
         """The behaviour at (sid, table); NotFound if none."""
@@ -213,6 +230,16 @@ class SRv6Netlink:
             if route["dst_len"] == net.prefixlen and _dst_of(route, net.version) == str(net.network_address):
                 return route
         return None
+
+    @staticmethod
+    def _lookup(ipr: IPRoute, address: str, encap_type: int) -> Any | None:
+        try:
+            routes = ipr.route("get", dst=str(ipaddress.ip_address(address)))
+        except NetlinkError:
+            return None  # unreachable, prohibited...
+        if not routes or routes[0].get_attr("RTA_ENCAP_TYPE") != encap_type:
+            return None
+        return routes[0]
 
     @staticmethod
     def _oif(ipr: IPRoute, device: str) -> int:
@@ -345,13 +372,15 @@ class SRv6Netlink:
     # ----- decoding ---------------------------------------------------------------------------
 
     @staticmethod
-    def _ifname(ipr: IPRoute, index: int | None) -> str:
+    def _ifname(ipr: IPRoute, index: int | None, names: dict[int, str] | None) -> str:
         if not index:
             return ""
+        if names is not None:
+            return names.get(index, str(index))
         links = ipr.get_links(index)
         return links[0].get("IFLA_IFNAME") if links else str(index)
 
-    def _to_path(self, ipr: IPRoute, route: Any) -> PathSpec:
+    def _to_path(self, ipr: IPRoute, route: Any, names: dict[int, str] | None = None) -> PathSpec:
         family = 6 if route["family"] == socket.AF_INET6 else 4
         srh = route.get_attr("RTA_ENCAP").get_attr("SEG6_IPTUNNEL_SRH")
         mode = EncapMode(srh["encapmode"])
@@ -362,12 +391,12 @@ class SRv6Netlink:
             destination=f"{_dst_of(route, family)}/{route['dst_len']}",
             segments=segments,
             mode=mode,
-            device=self._ifname(ipr, route.get_attr("RTA_OIF")),
+            device=self._ifname(ipr, route.get_attr("RTA_OIF"), names),
             table=_table_of(route),
             metric=route.get_attr("RTA_PRIORITY") or 0,
         )
 
-    def _to_behavior(self, ipr: IPRoute, route: Any) -> BehaviorSpec:
+    def _to_behavior(self, ipr: IPRoute, route: Any, names: dict[int, str] | None = None) -> BehaviorSpec:
         encap = route.get_attr("RTA_ENCAP")
         action = Action(encap.get_attr("SEG6_LOCAL_ACTION"))
         nexthop = encap.get_attr("SEG6_LOCAL_NH6") or encap.get_attr("SEG6_LOCAL_NH4") or ""
@@ -385,7 +414,7 @@ class SRv6Netlink:
         return BehaviorSpec(
             sid=f"{_dst_of(route, 6)}/{route['dst_len']}",
             action=action,
-            device=self._ifname(ipr, route.get_attr("RTA_OIF")),
+            device=self._ifname(ipr, route.get_attr("RTA_OIF"), names),
             table=_table_of(route),
             metric=route.get_attr("RTA_PRIORITY") or 0,
             nexthop=nexthop,
@@ -393,6 +422,11 @@ class SRv6Netlink:
             vrf_table=vrf_table,
             segments=segs,
         )
+
+
+def _link_names(ipr: IPRoute) -> dict[int, str]:
+    """Every interface's name by index: one dump for a whole listing, not one query per route."""
+    return {link["index"]: link.get("IFLA_IFNAME") for link in ipr.get_links()}
 
 
 def _srh_segments(raw: bytes) -> tuple[str, ...]:

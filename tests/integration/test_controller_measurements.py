@@ -27,9 +27,8 @@ from srv6pm.node.v1 import srv6_pm_pb2 as pmpb
 from srv6pm_common.measurement_spec import probe_endpoint
 from srv6pm_controller.client import Client, ClientError, TunnelEnd
 from srv6pm_node.counters.pins import temporary_bpffs
-from srv6pm_topos import three_routers
 from srv6pm_topos.agents import Controller, executable, start_controller
-from srv6pm_topos.injector import DropBook, Sampler
+from srv6pm_topos.injector import DropBook
 from srv6pm_topos.lab import Lab, wait_until
 from srv6pm_topos.monitored import MonitoredNetwork
 from srv6pm_topos.three_routers import POLICY_A, R1_DT6, R2_DT6
@@ -52,11 +51,7 @@ class Env:
     def __init__(self, lab: Lab, tmp: Path, pins: Path, stack: contextlib.ExitStack) -> None:
         require_tool("nft")
         self.lab, self.tmp = lab, tmp
-        self.mn = MonitoredNetwork(lab, three_routers.build(lab), tmp, pmpb.COUNTER_DRIVER_EBPF, pins)
-        stack.callback(self._stop_agents)
-        for name in ("r1", "r2"):
-            self.mn.start_agent(name)
-            self.mn.configure(name)
+        self.mn = MonitoredNetwork.edges(lab, tmp, pmpb.COUNTER_DRIVER_EBPF, pins, stack)
         self.ctl: Controller = start_controller(lab, tmp)
         stack.callback(lambda: self.ctl.stop(lab))  # before the agents: no stream left open to them
         self.client = Client(self.ctl.target)
@@ -70,15 +65,7 @@ class Env:
             forward=FWD,
             reverse=REV,
         )
-        self.books = [DropBook(i, S) for i in self.mn.injectors(POLICY_A, 7, 13)]
-        stack.enter_context(Sampler(self.books, S))
-        for stream in self.mn.traffic(POLICY_A, pps=1000):
-            stack.callback(stream.stop)
-
-    def _stop_agents(self) -> None:
-        for agent in self.mn.agents.values():
-            with contextlib.suppress(Exception):
-                agent.stop()
+        self.books = self.mn.lossy_traffic(stack, POLICY_A, 7, 13)
 
     def restart_controller(self, down_s: float = 0.0) -> None:
         self.client.close()

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,9 +19,8 @@ from srv6pm_controller.client import Client, TunnelEnd
 from srv6pm_controller.publish import encode
 from srv6pm_controller.publish.schema import block_fields, block_tags
 from srv6pm_node.counters.pins import temporary_bpffs
-from srv6pm_topos import three_routers
-from srv6pm_topos.agents import executable
-from srv6pm_topos.injector import DropBook, Sampler
+from srv6pm_topos.agents import Controller, start_controller
+from srv6pm_topos.injector import DropBook
 from srv6pm_topos.lab import Lab, wait_until
 from srv6pm_topos.monitored import MonitoredNetwork
 from srv6pm_topos.three_routers import POLICY_A, R1_DT6, R2_DT6
@@ -31,37 +28,6 @@ from tests.support import require_tool
 from tests.system.servers import consume_all
 
 S = 1_000_000_000
-
-
-@dataclass
-class ControllerProcess:
-    proc: subprocess.Popen
-    target: str
-
-
-def start_controller(lab: Lab, tmp: Path, bootstrap: str, topic: str) -> ControllerProcess:
-    """srv6pm-controller publishing to Kafka at ``bootstrap``, state (and spool) in ``tmp/state``."""
-    target = f"unix:{tmp}/ctl.sock"
-    log = open(tmp / "ctl.log", "ab")  # noqa: SIM115 - the process owns it for its lifetime
-    proc = lab.popen_host(
-        [
-            executable("srv6pm-controller"),
-            "--listen",
-            target,
-            "--insecure",
-            "--state-dir",
-            str(tmp / "state"),
-            "--kafka-bootstrap",
-            bootstrap,
-            "--kafka-topic",
-            topic,
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    with Client(target) as c:
-        wait_until(lambda: c.nodes() is not None, timeout=20)
-    return ControllerProcess(proc, target)
 
 
 class Network:
@@ -72,25 +38,15 @@ class Network:
     def __init__(self, lab: Lab, tmp: Path, pins: Path, stack: contextlib.ExitStack) -> None:
         require_tool("nft")
         self.lab, self.tmp, self.stack = lab, tmp, stack
-        self.mn = MonitoredNetwork(lab, three_routers.build(lab), tmp, pmpb.COUNTER_DRIVER_EBPF, pins)
-        stack.callback(self._stop_agents)
-        for name in ("r1", "r2"):
-            self.mn.start_agent(name)
-            self.mn.configure(name)
-        self.books = [DropBook(i, S) for i in self.mn.injectors(POLICY_A, 7, 13)]
-        stack.enter_context(Sampler(self.books, S))
-        for stream in self.mn.traffic(POLICY_A, pps=1000):
-            stack.callback(stream.stop)
+        self.mn = MonitoredNetwork.edges(lab, tmp, pmpb.COUNTER_DRIVER_EBPF, pins, stack)
+        self.books = self.mn.lossy_traffic(stack, POLICY_A, 7, 13)
 
-    def _stop_agents(self) -> None:
-        for agent in self.mn.agents.values():
-            with contextlib.suppress(Exception):
-                agent.stop()
-
-    def start_controller(self, bootstrap: str, topic: str) -> ControllerProcess:
+    def start_controller(self, bootstrap: str, topic: str) -> Controller:
         """The controller, stopped before the agents at the end (no stream left open to them)."""
-        ctl = start_controller(self.lab, self.tmp, bootstrap, topic)
-        self.stack.callback(self.lab.stop, ctl.proc)
+        ctl = start_controller(
+            self.lab, self.tmp, extra_args=["--kafka-bootstrap", bootstrap, "--kafka-topic", topic]
+        )
+        self.stack.callback(ctl.stop, self.lab)
         return ctl
 
     def set_up(self, client: Client, mid: str) -> None:
@@ -211,7 +167,7 @@ def test_kafka_away_for_30_s_loses_and_duplicates_nothing(own_kafka, topic, netw
     time.sleep(30)  # results keep coming: the controller spools them
     during = [r.block_number for r in stored(ctl.target, mid) if r.block_number > down_from]
     assert len(during) >= 25, during
-    assert "spooling block results" in (tmp_path / "ctl.log").read_text()
+    assert "spooling block results" in ctl.log_path.read_text()
     own_kafka.start()
     up_from = stored(ctl.target, mid)[-1].block_number
     wait_until(lambda: stored(ctl.target, mid)[-1].block_number >= up_from + 3, timeout=20)

@@ -121,13 +121,17 @@ class Controller:
         return lab.stop(self.proc)
 
 
-def start_controller(lab: Lab, workdir: Path, name: str = "controller") -> Controller:
-    """Start srv6pm-controller on a unix socket with its state in ``workdir``; wait until SERVING."""
+def start_controller(
+    lab: Lab, workdir: Path, name: str = "controller", extra_args: Sequence[str] = ()
+) -> Controller:
+    """Start srv6pm-controller on a unix socket with its state in ``workdir`` (and ``extra_args``,
+    e.g. ``--kafka-bootstrap``); wait until SERVING."""
     sock, log_path, state = workdir / f"{name}.sock", workdir / f"{name}.log", workdir / f"{name}-state"
     target = f"unix:{sock}"
+    argv = [executable("srv6pm-controller"), "--listen", target, "--insecure", "--state-dir", str(state)]
     with open(log_path, "ab") as log:
         proc = lab.popen_host(
-            [executable("srv6pm-controller"), "--listen", target, "--insecure", "--state-dir", str(state)],
+            [*argv, *extra_args],
             stdout=log,
             stderr=subprocess.STDOUT,
         )

@@ -33,6 +33,19 @@ class MonitoredNetwork:
     pin_root: Path
     agents: dict[str, Agent] = field(default_factory=dict)
 
+    @classmethod
+    def edges(
+        cls, net: Lab, workdir: Path, driver: int, pin_root: Path, stack: contextlib.ExitStack
+    ) -> MonitoredNetwork:
+        """The topology with agents on r1 and r2 only (SRv6 left to the caller, e.g. a controller),
+        SRv6PM configured; ``stack`` stops the agents."""
+        lab = cls(net, three_routers.build(net), workdir, driver, pin_root)
+        stack.callback(lab.stop_agents)
+        for name in ("r1", "r2"):
+            lab.start_agent(name)
+            lab.configure(name)
+        return lab
+
     def start_agent(self, name: str) -> Agent:
         node = getattr(self.topo, name)
         self.agents[name] = start_agent(
@@ -47,6 +60,12 @@ class MonitoredNetwork:
         self.agents[name].stop()
         time.sleep(down_s)
         return self.start_agent(name)
+
+    def stop_agents(self) -> None:
+        """Stop every agent (those still running)."""
+        for a in self.agents.values():
+            with contextlib.suppress(Exception):
+                a.stop()
 
     def pm(self, name: str) -> pb_grpc.SRv6PMStub:
         return pb_grpc.SRv6PMStub(self.agents[name].channel)
@@ -94,6 +113,24 @@ class MonitoredNetwork:
         rev = UdpStream(self.topo.h2, policy.h1_addr, pps, src=policy.h2_addr).start()
         return fwd, rev
 
+    def lossy_traffic(
+        self,
+        stack: contextlib.ExitStack,
+        policy: Policy,
+        every_fwd: int,
+        every_rev: int,
+        period_s: float = 1.0,
+    ) -> list[injector.DropBook]:
+        """Traffic both ways over ``policy`` (1,000 packets/s) and drop injectors on the core (every
+        ``every_fwd``-th forward, ``every_rev``-th reverse packet) whose drops are booked per block
+        (forward book first); ``stack`` stops it all."""
+        period_ns = int(period_s * NS)
+        books = [injector.DropBook(i, period_ns) for i in self.injectors(policy, every_fwd, every_rev)]
+        stack.enter_context(injector.Sampler(books, period_ns))
+        for stream in self.traffic(policy, pps=1000):
+            stack.callback(stream.stop)
+        return books
+
     def injectors(self, policy: Policy, every_fwd: int, every_rev: int) -> tuple[injector.Injector, ...]:
         """Drop injectors on the core, one per direction of a policy (by the SID it is headed to)."""
         c = self.topo.c
@@ -128,6 +165,4 @@ def monitored_network(net: Lab, driver: int, pin_root: Path, workdir: Path) -> I
     try:
         yield lab
     finally:
-        for a in lab.agents.values():
-            with contextlib.suppress(Exception):
-                a.stop()
+        lab.stop_agents()

@@ -199,8 +199,9 @@ class MeasurementService(pb_grpc.MeasurementServiceServicer):
         context.add_callback(sub.close)
         try:
             while context.is_active():
-                result = sub.get(timeout=0.5)
-                if result is not None:
+                if sub.overflowed:  # say so rather than skip blocks silently
+                    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "the stream fell behind; read faster")
+                for result in sub.get(0.5):
                     yield pb.StreamResultsResponse(result=result)
         finally:
             sub.close()

@@ -4,8 +4,8 @@ node — probes, replies, block results — and the result stream.
 gRPC handlers call the public methods from their threads; each runs on the loop
 (:meth:`Engine._call`), so the engine's state has one owner and needs no locks. The one exception
 is the colour flip, on a thread of its own (:mod:`.flipper`: it must not wait behind the loop's
-backlog); the data plane it shares with the loop locks its driver. Subscriptions (the result
-streams) are thread-safe queues fed from the loop.
+backlog); the data plane it shares with the loop locks its driver. The result streams read
+thread-safe queues fed from the loop.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import contextlib
 import ctypes
 import ctypes.util
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -26,6 +25,7 @@ from typing import Any, TypeVar
 from srv6pm.node.v1 import srv6_pm_pb2 as pb
 from srv6pm_common import measurement_spec
 from srv6pm_common.errors import AlreadyExists, ApiError, FailedPrecondition, InvalidArgument, NotFound
+from srv6pm_common.result_queue import ResultQueue
 from srv6pm_twamp.reflector import Reflector, ReflectorConfig
 from srv6pm_twamp.sender import ProbeResult, Sender, Session, SessionConfig
 from srv6pm_twamp.timestamps import TimestampFormat
@@ -53,42 +53,6 @@ def clock_synchronized() -> bool:
         return libc.adjtimex(buf) not in (-1, 5)
     except (OSError, AttributeError):
         return False
-
-
-class Subscription:
-    """A result stream's queue. ``overflowed`` when the reader fell more than
-    SUBSCRIPTION_BACKLOG results behind (it should resume with since_block)."""
-
-    def __init__(self, measurement_ids: set[str] | None) -> None:
-        self.measurement_ids = measurement_ids
-        self.queue: queue.Queue[pb.BlockResult] = queue.Queue(SUBSCRIPTION_BACKLOG)
-        self.closed = False
-        self.overflowed = False
-
-    def offer(self, result: pb.BlockResult) -> None:
-        """Queue a result if it is wanted (engine thread)."""
-        if self.closed or (self.measurement_ids and result.measurement_id not in self.measurement_ids):
-            return
-        try:
-            self.queue.put_nowait(result)
-        except queue.Full:
-            self.overflowed = True
-
-    def get(self, timeout: float, limit: int = 1) -> list[pb.BlockResult]:
-        """The next results, up to ``limit`` of those ready; waits up to ``timeout`` seconds for
-        the first (empty list then)."""
-        out: list[pb.BlockResult] = []
-        try:
-            out.append(self.queue.get(timeout=timeout))
-            while len(out) < limit:
-                out.append(self.queue.get_nowait())
-        except queue.Empty:
-            pass
-        return out
-
-    def close(self) -> None:
-        """Stop receiving."""
-        self.closed = True
 
 
 @dataclass
@@ -133,7 +97,7 @@ class Engine:
         self.reflector_counters: ReflectorCounters | None = None
         self.flipper = ColourFlipper(lambda: self.dataplane)
         self._unsaved: list[tuple[_Run, Settled]] = []  # settled this tick, see _flush
-        self._subs: list[Subscription] = []
+        self._subs: list[ResultQueue] = []
         self._subs_lock = threading.Lock()
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="srv6pm-engine", daemon=True)
@@ -210,9 +174,9 @@ class Engine:
             raise NotFound(f"unknown measurement {measurement_id!r}")
         return self.state.results(measurement_id, since_block, limit)
 
-    def subscribe(self, measurement_ids: set[str] | None) -> Subscription:
-        """A queue of results as blocks are published."""
-        sub = Subscription(measurement_ids)
+    def subscribe(self, measurement_ids: set[str] | None) -> ResultQueue:
+        """A queue of results as blocks are published (of every measurement if None)."""
+        sub = ResultQueue(measurement_ids or (), SUBSCRIPTION_BACKLOG)
         with self._subs_lock:
             self._subs = [s for s in self._subs if not s.closed] + [sub]
         return sub

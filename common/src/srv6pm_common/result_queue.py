@@ -1,0 +1,60 @@
+"""The queue behind one result stream, on the node (SRv6PM.StreamResults) and on the controller
+(its northbound StreamResults) alike: filtered by measurement, bounded, never blocking the
+producer. A reader that falls too far behind is told so (``overflowed``) rather than silently
+missing results; it resumes from the last block it has."""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Callable, Iterable
+
+from srv6pm.node.v1 import srv6_pm_pb2 as pb
+
+
+class ResultQueue:
+    """Results for one stream, of ``measurement_ids`` (empty: every measurement)."""
+
+    def __init__(
+        self,
+        measurement_ids: Iterable[str] = (),
+        maxsize: int = 10_000,
+        on_close: Callable[[ResultQueue], None] | None = None,
+    ) -> None:
+        self.measurement_ids = frozenset(measurement_ids)
+        self.queue: queue.Queue[pb.BlockResult] = queue.Queue(maxsize)
+        self.closed = False
+        self.dropped = 0  # results offered while full
+        self._on_close = on_close
+
+    @property
+    def overflowed(self) -> bool:
+        """Whether a result was dropped because the reader fell ``maxsize`` behind."""
+        return self.dropped > 0
+
+    def offer(self, result: pb.BlockResult) -> None:
+        """Queue a result if it is wanted (producer's thread; never blocks)."""
+        if self.closed or (self.measurement_ids and result.measurement_id not in self.measurement_ids):
+            return
+        try:
+            self.queue.put_nowait(result)
+        except queue.Full:
+            self.dropped += 1
+
+    def get(self, timeout: float, limit: int = 1) -> list[pb.BlockResult]:
+        """The next results, up to ``limit`` of those ready; waits up to ``timeout`` seconds for
+        the first (an empty list then)."""
+        out: list[pb.BlockResult] = []
+        try:
+            out.append(self.queue.get(timeout=timeout))
+            while len(out) < limit:
+                out.append(self.queue.get_nowait())
+        except queue.Empty:
+            pass
+        return out
+
+    def close(self) -> None:
+        """Stop receiving."""
+        if not self.closed:
+            self.closed = True
+            if self._on_close is not None:
+                self._on_close(self)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TypeVar
 
@@ -44,7 +45,8 @@ def default_state_dir() -> Path:
 
 
 class Store:
-    """Nodes and tunnels by name. Thread-safe; every write is one committed transaction."""
+    """Nodes, tunnels, measurements and recent results. Thread-safe; every write is one committed
+    transaction."""
 
     def __init__(self, state_dir: Path) -> None:
         state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -52,6 +54,10 @@ class Store:
         if not path.exists():
             path.touch(mode=0o600)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        # WAL without a sync per commit: a result write costs no fsync (a crash of the process
+        # loses nothing; a power cut may lose the last commits, which the nodes still have).
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute("PRAGMA synchronous = NORMAL")
         self._db.executescript(_SCHEMA)
         self._lock = threading.Lock()
         self.path = path
@@ -149,21 +155,39 @@ class Store:
         return row[0] if row else 0
 
     def add_result(self, result: srv6_pm_pb2.BlockResult) -> bool:
-        """Store a block result; False if that (measurement, block) is already stored."""
+        """Store a block result; False if it was not stored (see :meth:`add_results`)."""
+        return bool(self.add_results([result]))
+
+    def add_results(self, results: Iterable[srv6_pm_pb2.BlockResult]) -> list[srv6_pm_pb2.BlockResult]:
+        """Store block results in one transaction; the ones newly stored, in order. Left out: a
+        (measurement, block) already stored, a measurement not (or no longer) registered, and
+        blocks before a measurement's first block (an earlier measurement of the same id)."""
+        new = []
         with self._lock:
-            cur = self._db.execute(
-                "INSERT OR IGNORE INTO results (measurement_id, block_number, record) VALUES (?, ?, ?)",
-                (result.measurement_id, result.block_number, result.SerializeToString()),
-            )
-            if cur.rowcount == 0:
-                return False
-            self._db.execute(
-                "DELETE FROM results WHERE measurement_id = ? AND block_number <= ("
-                "SELECT block_number FROM results WHERE measurement_id = ? "
-                "ORDER BY block_number DESC LIMIT 1 OFFSET ?)",
-                (result.measurement_id, result.measurement_id, KEEP_RESULTS),
-            )
-            return True
+            self._db.execute("BEGIN")
+            try:
+                for r in results:
+                    mid, n = r.measurement_id, r.block_number
+                    cur = self._db.execute(
+                        "INSERT OR IGNORE INTO results (measurement_id, block_number, record) "
+                        "SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM measurements WHERE name = ?) "
+                        "AND ? >= COALESCE((SELECT first_block FROM measurement_starts WHERE name = ?), 0)",
+                        (mid, n, r.SerializeToString(), mid, n, mid),
+                    )
+                    if cur.rowcount:
+                        new.append(r)
+                for mid in {r.measurement_id for r in new}:
+                    self._db.execute(
+                        "DELETE FROM results WHERE measurement_id = ? AND block_number <= ("
+                        "SELECT block_number FROM results WHERE measurement_id = ? "
+                        "ORDER BY block_number DESC LIMIT 1 OFFSET ?)",
+                        (mid, mid, KEEP_RESULTS),
+                    )
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        return new
 
     def recent_results(self, mid: str, limit: int) -> list[srv6_pm_pb2.BlockResult]:
         """The newest ``limit`` results of a measurement, oldest first."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import grpc
 
@@ -42,11 +42,15 @@ class _NodeStream:
         self._thread = threading.Thread(target=self._run, name=f"results-{node}", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
         self._stop.set()
         with self._lock:
             if self._call is not None:
                 self._call.cancel()
+        if wait:
+            self.join()
+
+    def join(self) -> None:
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
@@ -70,8 +74,9 @@ class _NodeStream:
                 )
                 for response in self._call:
                     backoff = BACKOFF_MIN  # the stream works: start over from a short wait next time
-                    for result in response.results:
-                        self.collector.handle(result)
+                    # batched as asked; a node that ignores max_batch answers one at a time
+                    batch = response.results or ([response.result] if response.HasField("result") else [])
+                    self.collector.handle(batch)
             except grpc.RpcError as exc:
                 if self._stop.is_set():
                     return
@@ -100,13 +105,11 @@ class ResultCollector:
         self._streams: dict[str, _NodeStream] = {}
         self._lock = threading.Lock()
 
-    def handle(self, result: pb.BlockResult) -> None:
-        """Store a result; forward it if it is new."""
-        if self.store.get_measurement(result.measurement_id) is None:
-            return  # deleted meanwhile
-        if result.block_number < self.store.first_block(result.measurement_id):
-            return  # an earlier measurement of the same id, which the node still remembers
-        if self.store.add_result(result):
+    def handle(self, results: Sequence[pb.BlockResult]) -> None:
+        """Store a node's results (one transaction); forward those that are new. The store leaves
+        out duplicates, results of measurements deleted meanwhile, and blocks of an earlier
+        measurement of the same id which the node still remembers."""
+        for result in self.store.add_results(results):
             self.on_result(result)
 
     def refresh(self) -> None:
@@ -133,6 +136,8 @@ class ResultCollector:
     def close(self) -> None:
         """Stop every stream."""
         with self._lock:
+            for stream in self._streams.values():  # all at once: not one 5 s wait after another
+                stream.stop(wait=False)
             for stream in self._streams.values():
-                stream.stop()
+                stream.join()
             self._streams.clear()

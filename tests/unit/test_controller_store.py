@@ -42,8 +42,13 @@ def test_a_batch_stores_only_new_blocks_of_registered_measurements(tmp_path: Pat
 
 def test_only_the_newest_blocks_are_kept(tmp_path: Path, monkeypatch):
     monkeypatch.setattr(store_mod, "KEEP_RESULTS", 3)
+    monkeypatch.setattr(store_mod, "PRUNE_EVERY", 4)
     s = Store(tmp_path)
     register(s, "a")
-    s.add_results([block("a", n) for n in range(1, 8)])
-    assert [r.block_number for r in s.recent_results("a", 100)] == [5, 6, 7]
+    s.add_results([block("a", n) for n in range(1, 6)])  # holds block 4: pruned to the newest 3
+    assert [r.block_number for r in s.recent_results("a", 100)] == [3, 4, 5]
+    s.add_results([block("a", 6), block("a", 7)])  # no prune in between
+    assert [r.block_number for r in s.recent_results("a", 100)] == [3, 4, 5, 6, 7]
+    s.add_results([block("a", 8)])  # pruned again at block 8
+    assert [r.block_number for r in s.recent_results("a", 100)] == [6, 7, 8]
     s.close()

@@ -34,8 +34,11 @@ CREATE TABLE IF NOT EXISTS measurement_starts (name TEXT PRIMARY KEY, first_bloc
 """
 
 # Results kept per measurement for GetMeasurement and for resuming streams; the full history
-# lives downstream (Kafka -> InfluxDB).
+# lives downstream (Kafka -> InfluxDB). Older ones are deleted every PRUNE_EVERY blocks, not at
+# every insert (each delete walks KEEP_RESULTS index entries): between KEEP_RESULTS and
+# KEEP_RESULTS + PRUNE_EVERY are kept.
 KEEP_RESULTS = 1000
+PRUNE_EVERY = 100
 
 
 def default_state_dir() -> Path:
@@ -176,7 +179,7 @@ class Store:
                     )
                     if cur.rowcount:
                         new.append(r)
-                for mid in {r.measurement_id for r in new}:
+                for mid in {r.measurement_id for r in new if r.block_number % PRUNE_EVERY == 0}:
                     self._db.execute(
                         "DELETE FROM results WHERE measurement_id = ? AND block_number <= ("
                         "SELECT block_number FROM results WHERE measurement_id = ? "

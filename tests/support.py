@@ -7,10 +7,14 @@ by skipping.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import urllib.request
+from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -35,3 +39,23 @@ def require_tool(name: str) -> str:
     require(path is not None, f"{name} is not installed")
     assert path is not None
     return path
+
+
+def scrape_metrics(log_path: Path) -> dict[str, float]:
+    """What a daemon's ``/metrics`` shows now, at the port its JSON log announced last.
+
+    Keys are sample names with their labels, as Prometheus writes them: ``name{label="value"}``.
+    """
+    port = None
+    for line in log_path.read_text().splitlines():
+        if '"metrics endpoint up"' in line:
+            port = json.loads(line)["port"]
+    assert port is not None, f"no metrics endpoint announced in {log_path}"
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+            out[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
+    return out

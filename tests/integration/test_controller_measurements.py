@@ -112,10 +112,12 @@ def env(net: Lab, tmp_path: Path) -> Iterator[Env]:
         yield Env(net, tmp_path, pins, stack)  # the stack stops traffic, sampler, client, agents
 
 
-def collect(client: Client, ids: list[str], count: int, timeout: float = 20) -> list[pmpb.BlockResult]:
+def collect(
+    client: Client, ids: list[str], count: int, timeout: float = 20, since: int = 0
+) -> list[pmpb.BlockResult]:
     """``count`` results from the northbound stream (fails after ``timeout``)."""
     got: list[pmpb.BlockResult] = []
-    stream = client.results(ids)
+    stream = client.results(ids, since_block=since)
 
     def run() -> None:
         for r in stream:
@@ -213,6 +215,19 @@ def test_measurement_life_cycle_and_results(env: Env):
     assert len(lines) == 2 and lines[0].measurement_id == "m1"
     assert lines[1].block_number == lines[0].block_number + 1
     assert_as_reported(env, "m1", lines)  # the CLI's JSON carries the node's figures, unchanged
+    # A reader resuming after the last block it has: the stored blocks after it first, then live
+    # ones, none missing or twice.
+    kept = env.stored("m1")
+    resumed = collect(env.client, ["m1"], len(kept) + 1, since=kept[0].block_number)
+    first = kept[0].block_number + 1
+    assert [r.block_number for r in resumed] == list(range(first, first + len(resumed)))
+    assert resumed[: len(kept) - 1] == kept[1:]
+    assert_as_reported(env, "m1", resumed)
+    replayed = env.cli("--json", "watch", "m1", "--since", str(kept[0].block_number), "--count", "2")
+    assert [json.loads(x)["block_number"] for x in replayed.stdout.splitlines()] == [
+        str(kept[0].block_number + 1),
+        str(kept[0].block_number + 2),
+    ]
 
     time.sleep(1.2)  # the books sample the last block after it is read
     stored = env.stored("m1")

@@ -14,41 +14,11 @@ import pytest
 from srv6pm.node.v1 import srv6_manager_pb2 as mpb
 from srv6pm.node.v1 import srv6_manager_pb2_grpc as mpb_grpc
 from srv6pm_controller.client import Client, ClientError, TunnelEnd
-from srv6pm_topos import two_routers
-from srv6pm_topos.agents import Agent, Controller, executable, start_agent, start_controller
-from srv6pm_topos.lab import Lab, Node, wait_until
-from tests.support import require_tool
+from srv6pm_topos.agents import executable, start_controller
+from srv6pm_topos.lab import Lab, wait_until
+from tests.controller_lab import Env, ping, tunnel_args
 
 pytestmark = pytest.mark.netns
-
-
-class Env:
-    def __init__(self, lab: Lab, tmp: Path) -> None:
-        require_tool("ping")
-        self.lab, self.tmp = lab, tmp
-        self.t = two_routers.build(lab)
-        self.a1: Agent = start_agent(self.t.r1, tmp)
-        self.a2: Agent = start_agent(self.t.r2, tmp)
-        self.ctl: Controller = start_controller(lab, tmp)
-        self.client = Client(self.ctl.target)
-
-    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        out = subprocess.run(
-            [executable("srv6pm"), "--controller", self.ctl.target, *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        if check:
-            assert out.returncode == 0, out.stderr
-        return out
-
-    def routes(self, node: Node) -> tuple[list, list]:
-        stub = mpb_grpc.SRv6ManagerStub({"r1": self.a1, "r2": self.a2}[node.name].channel)
-        return (
-            list(stub.ListPaths(mpb.ListPathsRequest(all_tables=True)).paths),
-            list(stub.ListBehaviors(mpb.ListBehaviorsRequest(all_tables=True)).behaviors),
-        )
 
 
 @pytest.fixture
@@ -56,27 +26,6 @@ def env(net: Lab, tmp_path: Path) -> Iterator[Env]:
     e = Env(net, tmp_path)
     yield e
     e.client.close()
-
-
-def ping(node: Node, dst: str) -> bool:
-    return node.run(["ping", "-6", "-c", "2", "-i", "0.2", "-W", "1", dst], check=False).returncode == 0
-
-
-def tunnel_args(t: two_routers.TwoRouters, **over: str) -> list[str]:
-    args = {
-        "left-node": "r1",
-        "left-prefix": t.h1_prefix,
-        "left-sid": t.r1_decap_sid,
-        "left-dev": t.core_if,
-        "right-node": "r2",
-        "right-prefix": t.h2_prefix,
-        "right-sid": t.r2_decap_sid,
-        "right-dev": t.core_if,
-        "forward": t.r2_decap_sid,
-        "reverse": t.r1_decap_sid,
-        **over,
-    }
-    return [x for k, v in args.items() for x in (f"--{k}", v)]
 
 
 def test_cli_registers_nodes_and_provisions_a_working_tunnel(env: Env):

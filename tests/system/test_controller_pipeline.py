@@ -24,7 +24,7 @@ from srv6pm_topos.injector import DropBook
 from srv6pm_topos.lab import Lab, wait_until
 from srv6pm_topos.monitored import MonitoredNetwork
 from srv6pm_topos.three_routers import POLICY_A, R1_DT6, R2_DT6
-from tests.support import require_tool
+from tests.support import require_tool, scrape_metrics
 from tests.system.servers import consume_all
 
 S = 1_000_000_000
@@ -44,7 +44,12 @@ class Network:
     def start_controller(self, bootstrap: str, topic: str) -> Controller:
         """The controller, stopped before the agents at the end (no stream left open to them)."""
         ctl = start_controller(
-            self.lab, self.tmp, extra_args=["--kafka-bootstrap", bootstrap, "--kafka-topic", topic]
+            self.lab,
+            self.tmp,
+            extra_args=[
+                *("--kafka-bootstrap", bootstrap, "--kafka-topic", topic),
+                *("--metrics-listen", "127.0.0.1:0"),
+            ],
         )
         self.stack.callback(ctl.stop, self.lab)
         return ctl
@@ -168,6 +173,14 @@ def test_kafka_away_for_30_s_loses_and_duplicates_nothing(own_kafka, topic, netw
     during = [r.block_number for r in stored(ctl.target, mid) if r.block_number > down_from]
     assert len(during) >= 25, during
     assert "spooling block results" in ctl.log_path.read_text()
+    # ... and says so on its metrics endpoint: Kafka down, the spool holding every block since
+    m = scrape_metrics(ctl.log_path)
+    assert m["srv6pm_controller_kafka_up"] == 0
+    waiting = [r for r in stored(ctl.target, mid) if r.block_number > down_from]
+    held = m["srv6pm_controller_kafka_spool_results"] + m["srv6pm_controller_kafka_in_flight"]
+    assert len(during) <= held <= len(waiting) + 1  # +1: a send failing as Kafka went
+    assert m["srv6pm_controller_kafka_spool_bytes"] > 0
+    assert m['srv6pm_controller_node_stream_up{node="r1"}'] == 1
     own_kafka.start()
     up_from = stored(ctl.target, mid)[-1].block_number
     wait_until(lambda: stored(ctl.target, mid)[-1].block_number >= up_from + 3, timeout=20)
@@ -181,3 +194,13 @@ def test_kafka_away_for_30_s_loses_and_duplicates_nothing(own_kafka, topic, netw
     assert len(check_exact(results, network.books)) >= 20
 
     check_kafka(own_kafka.bootstrap, topic, mid, blocks, network)  # before, during and after the outage
+    m = scrape_metrics(ctl.log_path)
+    assert m["srv6pm_controller_kafka_up"] == 1 and m["srv6pm_controller_kafka_spool_results"] == 0
+    assert m["srv6pm_controller_kafka_spool_dropped_total"] == 0
+    collected = m["srv6pm_controller_results_collected_total"]
+    assert collected >= len(blocks)
+    accounted = sum(
+        m[f"srv6pm_controller_kafka_{k}"] for k in ("published_total", "in_flight", "spool_results")
+    )
+    assert abs(accounted - collected) <= 1  # a block may arrive while the figures are read
+    assert m['srv6pm_controller_measurements{state="running"}'] == 1

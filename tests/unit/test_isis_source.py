@@ -12,7 +12,7 @@ import pytest
 from srv6pm.controller.v1 import node_service_pb2 as npb
 from srv6pm.node.v1 import srv6_manager_pb2 as mpb
 from srv6pm_common.errors import FailedPrecondition
-from srv6pm_controller.topology import isis_source
+from srv6pm_controller.topology import NodeError, isis_source
 from srv6pm_node.frr import isis
 from srv6pm_node.services.srv6_manager import isis_to_pb
 
@@ -327,7 +327,7 @@ def test_extract_names_the_node_that_refused(monkeypatch):
             raise _Refusing()
 
     monkeypatch.setattr(isis_source.mpb_grpc, "SRv6ManagerStub", Stub)
-    with pytest.raises(isis_source.NodeError) as err:
+    with pytest.raises(NodeError) as err:
         isis_source.extract([npb.Node(name="r7")], lambda node: None)
     assert err.value.node == "r7" and err.value.code == grpc.StatusCode.FAILED_PRECONDITION
     assert str(err.value) == "node r7: FRR's vtysh (vtysh) is not installed: cannot read IS-IS from FRR"

@@ -7,6 +7,7 @@ INVALID_ARGUMENT answer.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterable
 
 MAX_SEGMENTS = 16
@@ -46,3 +47,30 @@ def prefix(value: str, what: str = "destination", *, v6_only: bool = False) -> s
     if v6_only and net.version != 6:
         raise ValueError(f"{what} {value!r} must be an IPv6 prefix")
     return str(net)
+
+
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*\.?$")
+
+
+def grpc_target(value: str, what: str = "address") -> str:
+    """A gRPC endpoint: ``HOST:PORT`` (a name, an IPv4 address or ``[IPv6]``), ``unix:PATH`` or
+    ``unix-abstract:NAME``; returned unchanged."""
+    if not value:
+        raise ValueError(f"{what} is required (HOST:PORT, [IPV6]:PORT or unix:PATH)")
+    for scheme in ("unix:", "unix-abstract:"):
+        if value.startswith(scheme):
+            if len(value) == len(scheme):
+                raise ValueError(f"{what} {value!r} names no socket")
+            return value
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"{what} {value!r} is not HOST:PORT (port 1-65535), [IPV6]:PORT or unix:PATH")
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            raise ValueError(f"{what} {value!r}: {host} is not an IPv6 address") from None
+    elif not _HOSTNAME.match(host):  # IPv4 literals match too
+        raise ValueError(f"{what} {value!r}: {host!r} is not a host name or address (IPv6 goes in brackets)")
+    return value

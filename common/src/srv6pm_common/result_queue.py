@@ -6,7 +6,9 @@ missing results; it resumes from the last block it has."""
 from __future__ import annotations
 
 import queue
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+import grpc
 
 from srv6pm.node.v1 import srv6_pm_pb2 as pb
 
@@ -58,3 +60,35 @@ class ResultQueue:
             self.closed = True
             if self._on_close is not None:
                 self._on_close(self)
+
+
+def replay_then_live(
+    sub: ResultQueue,
+    replay: Iterable[Sequence[pb.BlockResult]],
+    since_block: int,
+    context: grpc.ServicerContext,
+    poll_s: float = 0.5,
+    batch: int = 1,
+) -> Iterator[list[pb.BlockResult]]:
+    """Batches of a server's result stream: the stored results in ``replay`` (chunks, oldest first
+    per measurement), then live ones from ``sub`` newer than ``since_block`` and than the last one
+    replayed, so a result stored and published while the replay ran comes once. ``sub`` must be
+    subscribed before ``replay`` is read, or such a result could be missed. A reader that fell
+    behind gets RESOURCE_EXHAUSTED rather than a silent gap. Runs until the client goes away."""
+    last: dict[str, int] = {}
+    for chunk in replay:
+        for r in chunk:
+            last[r.measurement_id] = r.block_number
+        yield list(chunk)
+    while context.is_active():
+        if sub.overflowed:
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED, "the stream fell behind; resume with since_block"
+            )
+        fresh = []
+        for r in sub.get(poll_s, batch):
+            if r.block_number > last.get(r.measurement_id, since_block):
+                last[r.measurement_id] = r.block_number
+                fresh.append(r)
+        if fresh:
+            yield fresh

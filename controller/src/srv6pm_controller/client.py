@@ -13,6 +13,7 @@ Answers are the API's protobuf messages (``srv6pm.controller.v1``). Every failur
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -213,9 +214,9 @@ class Client:
             loss_enabled=loss,
             delay_enabled=delay,
         )
-        spec.color_period.FromNanoseconds(int(period_s * 1e9))
+        spec.color_period.FromNanoseconds(_nanoseconds(period_s, "period_s"))
         if guard_s is not None:
-            spec.guard_time.FromNanoseconds(int(guard_s * 1e9))
+            spec.guard_time.FromNanoseconds(_nanoseconds(guard_s, "guard_s"))
         m = mpb.Measurement(sender_node=sender, reflector_node=reflector, tunnel=tunnel, spec=spec)
         return self._call(
             self._measurements.CreateMeasurement, mpb.CreateMeasurementRequest(measurement=m)
@@ -229,6 +230,8 @@ class Client:
 
     def measurement(self, measurement_id: str, recent_blocks: int = 10) -> mpb.GetMeasurementResponse:
         """A measurement and its most recent block results."""
+        if recent_blocks < 0:
+            raise ClientError("INVALID_ARGUMENT", f"recent_blocks {recent_blocks} is negative")
         return self._call(
             self._measurements.GetMeasurement,
             mpb.GetMeasurementRequest(measurement_id=measurement_id, recent_blocks=recent_blocks),
@@ -240,10 +243,16 @@ class Client:
             self._measurements.DeleteMeasurement, mpb.DeleteMeasurementRequest(measurement_id=measurement_id)
         )
 
-    def results(self, measurement_ids: Sequence[str] = ()) -> Iterator[pmpb.BlockResult]:
-        """Block results as they arrive (blocks forever; break out of the loop to stop)."""
+    def results(
+        self, measurement_ids: Sequence[str] = (), since_block: int = 0
+    ) -> Iterator[pmpb.BlockResult]:
+        """Block results as they arrive (blocks forever; break out of the loop to stop). With
+        ``since_block``, the stored blocks after it come first: pass the last block you have to
+        resume without a gap or a repeat."""
+        if since_block < 0:
+            raise ClientError("INVALID_ARGUMENT", f"since_block {since_block} is negative")
         call = self._measurements.StreamResults(
-            mpb.StreamResultsRequest(measurement_ids=list(measurement_ids))
+            mpb.StreamResultsRequest(measurement_ids=list(measurement_ids), since_block=since_block)
         )
         try:
             for response in call:
@@ -257,6 +266,13 @@ class Client:
             raise ClientError(code.name, exc.details() if isinstance(exc, grpc.Call) else str(exc)) from None
         finally:
             call.cancel()
+
+
+def _nanoseconds(seconds: float, what: str) -> int:
+    # A Duration holds at most ~292 years; the controller judges the range, not the client.
+    if not math.isfinite(seconds) or abs(seconds) > 1e10:
+        raise ClientError("INVALID_ARGUMENT", f"{what} {seconds} is not a usable number of seconds")
+    return round(seconds * 1e9)
 
 
 TunnelEnd = tpb.TunnelEnd

@@ -201,6 +201,16 @@ class Store:
             ).fetchall()
         return [srv6_pm_pb2.BlockResult.FromString(r[0]) for r in reversed(rows)]
 
+    def results_since(self, mid: str, since_block: int) -> list[srv6_pm_pb2.BlockResult]:
+        """The stored results of a measurement with block_number > ``since_block``, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT record FROM results WHERE measurement_id = ? AND block_number > ? "
+                "ORDER BY block_number",
+                (mid, since_block),
+            ).fetchall()
+        return [srv6_pm_pb2.BlockResult.FromString(r[0]) for r in rows]
+
     def last_block(self, mid: str) -> int:
         """The newest stored block number of a measurement (0 if none)."""
         with self._lock:

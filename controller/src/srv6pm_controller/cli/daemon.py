@@ -26,7 +26,9 @@ from srv6pm_common.grpc_server import (
     run_server,
     security_from_args,
 )
+from srv6pm_common.metrics import MetricsServer
 
+from .. import metrics
 from ..measurements.bus import ResultBus
 from ..measurements.collector import ResultCollector
 from ..publish import ResultPublisher
@@ -71,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=env_default(ENV_PREFIX, "kafka-topic", DEFAULT_TOPIC),
         help="topic (%(default)s)",
     )
+    parser.add_argument(
+        "--metrics-listen",
+        default=env_default(ENV_PREFIX, "metrics-listen"),
+        help="serve Prometheus metrics on HOST:PORT, path /metrics (default: off)",
+    )
     parser.add_argument("--grace", type=float, default=5.0, help="seconds in-flight calls get on SIGTERM")
     return parser
 
@@ -84,9 +91,12 @@ class Controller:
     channels: NodeChannels
     collector: ResultCollector
     publisher: ResultPublisher | None
+    metrics: MetricsServer | None = None
 
     def close(self) -> None:
         """Stop collecting, hand pending results to Kafka (or its spool), close channels and state."""
+        if self.metrics is not None:
+            self.metrics.close()
         self.collector.close()
         if self.publisher is not None:
             self.publisher.close()
@@ -144,7 +154,16 @@ def build(args: argparse.Namespace) -> Controller:
         ),
     ]
     server = GrpcServer(args.listen, security_from_args(args), services)
-    return Controller(server, store, channels, collector, publisher)
+    controller = Controller(server, store, channels, collector, publisher)
+    if args.metrics_listen:
+        try:
+            controller.metrics = MetricsServer(
+                args.metrics_listen, lambda: metrics.figures(store, collector, publisher)
+            )
+        except (ValueError, OSError) as exc:
+            controller.close()
+            raise ConfigError(f"--metrics-listen: {exc}") from exc
+    return controller
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -246,7 +246,7 @@ def cmd_watch(c: Client, args: argparse.Namespace) -> str:
     """Print results as they arrive: a refreshing table on a terminal, one line per block otherwise."""
     rows: list[list[str]] = []
     live = sys.stdout.isatty() and not args.json
-    for seen, r in enumerate(c.results(args.ids), start=1):
+    for seen, r in enumerate(c.results(args.ids, args.since), start=1):
         if args.json:
             print(json.dumps(MessageToDict(r, preserving_proto_field_name=True)), flush=True)
         elif live:
@@ -259,6 +259,25 @@ def cmd_watch(c: Client, args: argparse.Namespace) -> str:
         if args.count and seen >= args.count:
             break
     return ""
+
+
+def _count(text: str) -> int:
+    """A whole number >= 0 (argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return value
+
+
+def _positive(text: str) -> int:
+    """A whole number >= 1 (argparse type)."""
+    value = _count(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -328,15 +347,18 @@ def build_parser() -> argparse.ArgumentParser:
     measure.add_parser("list", help="all measurements").set_defaults(func=cmd_measure_list)
     ms = measure.add_parser("show", help="status and recent blocks")
     ms.add_argument("id")
-    ms.add_argument("--blocks", type=int, default=10)
+    ms.add_argument("--blocks", type=_positive, default=10, help="recent blocks shown (%(default)s)")
     ms.set_defaults(func=cmd_measure_show)
     md = measure.add_parser("delete", help="stop on both nodes and forget")
     md.add_argument("id")
     md.set_defaults(func=cmd_measure_delete)
     watch = sub.add_parser("watch", help="live per-block loss and delay")
     watch.add_argument("ids", nargs="*", help="measurements (default: all)")
-    watch.add_argument("--count", type=int, default=0, help="exit after this many blocks")
-    watch.add_argument("--rows", type=int, default=20, help="rows kept on screen")
+    watch.add_argument(
+        "--since", type=_count, default=0, help="first the stored blocks after this block number (1: all)"
+    )
+    watch.add_argument("--count", type=_count, default=0, help="exit after this many blocks")
+    watch.add_argument("--rows", type=_positive, default=20, help="rows kept on screen")
     watch.set_defaults(func=cmd_watch)
 
     topo = sub.add_parser("topology", help="network topology").add_subparsers(dest="cmd", required=True)

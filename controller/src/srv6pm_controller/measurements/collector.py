@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import grpc
 
@@ -30,6 +31,23 @@ BACKOFF_MAX = 5.0
 STREAM_BATCH = 256  # results per message from a node: batches keep thousands of measurements cheap
 
 
+@dataclass(frozen=True)
+class StreamStats:
+    """The result stream of one sender node: open now, and how often it was opened."""
+
+    up: bool
+    connects: int
+
+
+@dataclass(frozen=True)
+class CollectorStats:
+    """Totals since start: new results stored, results a node sent again; the streams by node."""
+
+    collected: int
+    repeated: int
+    streams: dict[str, StreamStats]
+
+
 class _NodeStream:
     """The result stream of one sender node, kept alive by its own thread."""
 
@@ -39,6 +57,7 @@ class _NodeStream:
         self._call: grpc.Future | None = None
         self._lock = threading.Lock()
         self.connects = 0
+        self.up = False  # a call is open and has not broken
         self._thread = threading.Thread(target=self._run, name=f"results-{node}", daemon=True)
         self._thread.start()
 
@@ -68,6 +87,7 @@ class _NodeStream:
                         return
                     self._call = stub.StreamResults(request)
                 self.connects += 1
+                self.up = True
                 log.info(
                     "result stream open",
                     extra={"node": self.node, "since_block": since, "measurements": len(self.ids)},
@@ -77,7 +97,9 @@ class _NodeStream:
                     # batched as asked; a node that ignores max_batch answers one at a time
                     batch = response.results or ([response.result] if response.HasField("result") else [])
                     self.collector.handle(batch)
+                self.up = False  # the node ended the stream (it is shutting down): open it again
             except grpc.RpcError as exc:
+                self.up = False
                 if self._stop.is_set():
                     return
                 code = exc.code() if isinstance(exc, grpc.Call) else None
@@ -86,6 +108,7 @@ class _NodeStream:
                     extra={"node": self.node, "code": getattr(code, "name", "?"), "retry_in": backoff},
                 )
             except Exception:  # e.g. the node was removed meanwhile: retry, the refresh will stop us
+                self.up = False
                 if self._stop.is_set():
                     return
                 log.exception("result stream failed", extra={"node": self.node})
@@ -104,12 +127,18 @@ class ResultCollector:
         self.on_result = on_result
         self._streams: dict[str, _NodeStream] = {}
         self._lock = threading.Lock()
+        self._collected = 0
+        self._repeated = 0
 
     def handle(self, results: Sequence[pb.BlockResult]) -> None:
         """Store a node's results (one transaction); forward those that are new. The store leaves
         out duplicates, results of measurements deleted meanwhile, and blocks of an earlier
         measurement of the same id which the node still remembers."""
-        for result in self.store.add_results(results):
+        new = self.store.add_results(results)
+        with self._lock:  # one stream thread per node calls this
+            self._collected += len(new)
+            self._repeated += len(results) - len(new)
+        for result in new:
             self.on_result(result)
 
     def refresh(self) -> None:
@@ -132,6 +161,15 @@ class ResultCollector:
         with self._lock:
             stream = self._streams.get(node)
         return stream.connects if stream else 0
+
+    def stats(self) -> CollectorStats:
+        """Counters for the metrics endpoint."""
+        with self._lock:
+            return CollectorStats(
+                self._collected,
+                self._repeated,
+                {n: StreamStats(s.up, s.connects) for n, s in sorted(self._streams.items())},
+            )
 
     def close(self) -> None:
         """Stop every stream."""

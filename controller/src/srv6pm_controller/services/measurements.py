@@ -13,6 +13,7 @@ from srv6pm.controller.v1 import measurement_service_pb2_grpc as pb_grpc
 from srv6pm.node.v1 import srv6_pm_pb2 as npb
 from srv6pm.node.v1 import srv6_pm_pb2_grpc as npb_grpc
 from srv6pm_common import measurement_spec
+from srv6pm_common.result_queue import replay_then_live
 
 from ..measurements.bus import ResultBus
 from ..measurements.collector import ResultCollector
@@ -195,13 +196,25 @@ class MeasurementService(pb_grpc.MeasurementServiceServicer):
     def StreamResults(
         self, request: pb.StreamResultsRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.StreamResultsResponse]:
-        sub = self.bus.subscribe(request.measurement_ids)
+        ids = list(dict.fromkeys(request.measurement_ids))
+        for mid in ids:
+            if self.registry.store.get_measurement(mid) is None:
+                context.abort(grpc.StatusCode.NOT_FOUND, f"unknown measurement {mid!r}")
+        # Subscribe before replaying, so nothing stored and published in between is missed.
+        sub = self.bus.subscribe(ids)
         context.add_callback(sub.close)
+        store, since = self.registry.store, request.since_block
+
+        def replay() -> Iterator[list[npb.BlockResult]]:
+            if not since:
+                return
+            for mid in ids or [m.spec.measurement_id for m in store.measurements()]:
+                for r in store.results_since(mid, since):
+                    yield [r]
+
         try:
-            while context.is_active():
-                if sub.overflowed:  # say so rather than skip blocks silently
-                    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "the stream fell behind; read faster")
-                for result in sub.get(0.5):
+            for results in replay_then_live(sub, replay(), since, context):
+                for result in results:
                     yield pb.StreamResultsResponse(result=result)
         finally:
             sub.close()

@@ -9,6 +9,7 @@ import grpc
 
 from srv6pm.controller.v1 import node_service_pb2 as pb
 from srv6pm.controller.v1 import node_service_pb2_grpc as pb_grpc
+from srv6pm_common import addresses
 
 from ..southbound.channels import NodeChannels, check_health
 from ..store import Store
@@ -65,8 +66,10 @@ class NodeService(pb_grpc.NodeServiceServicer):
         node = request.node
         if not _NAME_RE.match(node.name):
             raise InvalidArgument(f"node name {node.name!r} is invalid (letters, digits, '-', '_', '.')")
-        if not node.address:
-            raise InvalidArgument("node address is required (HOST:PORT or unix:PATH)")
+        try:
+            addresses.grpc_target(node.address, "node address")
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
         node.ClearField("health")
         existing = self.registry.store.get_node(node.name)
         if existing is not None and existing.address != node.address:

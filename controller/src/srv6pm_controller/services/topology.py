@@ -8,9 +8,9 @@ from srv6pm.controller.v1 import node_service_pb2 as npb
 from srv6pm.controller.v1 import topology_service_pb2 as pb
 from srv6pm.controller.v1 import topology_service_pb2_grpc as pb_grpc
 
-from ..topology import isis_source, netlink_source
+from ..topology import NodeError, isis_source, netlink_source
 from ..topology.store import TopologyStore
-from .errors import ControllerError, FailedPrecondition, NotFound, rpc
+from .errors import ControllerError, FailedPrecondition, InvalidArgument, NotFound, rpc
 from .nodes import NodeRegistry
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TopologyService"].full_name
@@ -32,6 +32,8 @@ class TopologyService(pb_grpc.TopologyServiceServicer):
         nodes = self.registry.store.nodes()
         if not nodes:
             raise FailedPrecondition("no nodes are registered")
+        if request.source not in pb.TopologySource.values():
+            raise InvalidArgument(f"source {request.source} is not a TopologySource")
         if request.source == pb.TOPOLOGY_SOURCE_NETLINK:
             topology = self._from_netlink(nodes)
         else:  # ISIS; UNSPECIFIED: FRR's IS-IS where every node runs it, else the nodes' kernel state
@@ -42,7 +44,7 @@ class TopologyService(pb_grpc.TopologyServiceServicer):
     def _from_isis(self, nodes: list[npb.Node], fall_back: bool) -> pb.Topology:
         try:
             return isis_source.extract(nodes, self.registry.channels.get)
-        except isis_source.NodeError as exc:
+        except NodeError as exc:
             if fall_back and exc.code in _NO_ISIS:
                 return self._from_netlink(nodes)
             raise ControllerError(f"IS-IS topology: node {exc.node}: {exc.details}", exc.code) from None
@@ -52,9 +54,8 @@ class TopologyService(pb_grpc.TopologyServiceServicer):
     def _from_netlink(self, nodes: list[npb.Node]) -> pb.Topology:
         try:
             return netlink_source.extract(nodes, self.registry.channels.get)
-        except grpc.RpcError as exc:
-            code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
-            raise ControllerError(f"reading a node's state failed: {exc}", code) from None
+        except NodeError as exc:
+            raise ControllerError(f"kernel topology: node {exc.node}: {exc.details}", exc.code) from None
 
     @rpc
     def GetTopology(

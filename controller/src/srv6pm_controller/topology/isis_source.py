@@ -29,15 +29,9 @@ from srv6pm.controller.v1 import topology_service_pb2 as pb
 from srv6pm.node.v1 import srv6_manager_pb2 as mpb
 from srv6pm.node.v1 import srv6_manager_pb2_grpc as mpb_grpc
 
+from . import asking
+
 ISIS_TIMEOUT = 30.0  # the agent runs a few vtysh commands, each with its own timeout
-
-
-class NodeError(Exception):
-    """A node's agent refused or failed: which node, the status it answered and why."""
-
-    def __init__(self, node: str, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(f"node {node}: {details}")
-        self.node, self.code, self.details = node, code, details
 
 
 class InconsistentTopology(Exception):
@@ -156,13 +150,9 @@ def extract(nodes: list[npb.Node], channel: Callable[[npb.Node], grpc.Channel]) 
     state = {}
     for node in nodes:
         stub = mpb_grpc.SRv6ManagerStub(channel(node))
-        try:
+        with asking(node.name):
             view = stub.GetIsisTopology(mpb.GetIsisTopologyRequest(), timeout=ISIS_TIMEOUT)
             behaviors = stub.ListBehaviors(mpb.ListBehaviorsRequest(all_tables=True), timeout=10).behaviors
-        except grpc.RpcError as exc:
-            if isinstance(exc, grpc.Call):
-                raise NodeError(node.name, exc.code(), exc.details() or exc.code().name) from None
-            raise NodeError(node.name, grpc.StatusCode.UNKNOWN, str(exc)) from None
         state[node.name] = (node, view, [b.sid for b in behaviors])
     topo = build(state)
     now = Timestamp()

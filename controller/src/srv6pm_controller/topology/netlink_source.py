@@ -19,6 +19,8 @@ from srv6pm.controller.v1 import topology_service_pb2 as pb
 from srv6pm.node.v1 import srv6_manager_pb2 as mpb
 from srv6pm.node.v1 import srv6_manager_pb2_grpc as mpb_grpc
 
+from . import asking
+
 DEFAULT_METRIC = 10
 
 
@@ -71,12 +73,13 @@ def build(nodes: dict[str, tuple[npb.Node, list[mpb.Interface], list[str]]]) -> 
 
 def extract(nodes: list[npb.Node], channel: Callable[[npb.Node], grpc.Channel]) -> pb.Topology:
     """Read every node's interfaces and SIDs and build the topology; a node that does not answer
-    raises grpc.RpcError (the caller reports which)."""
+    raises :class:`NodeError` naming it."""
     state = {}
     for node in nodes:
         stub = mpb_grpc.SRv6ManagerStub(channel(node))
-        interfaces = list(stub.ListInterfaces(mpb.ListInterfacesRequest(), timeout=10).interfaces)
-        behaviors = stub.ListBehaviors(mpb.ListBehaviorsRequest(all_tables=True), timeout=10).behaviors
+        with asking(node.name):
+            interfaces = list(stub.ListInterfaces(mpb.ListInterfacesRequest(), timeout=10).interfaces)
+            behaviors = stub.ListBehaviors(mpb.ListBehaviorsRequest(all_tables=True), timeout=10).behaviors
         state[node.name] = (node, interfaces, [b.sid for b in behaviors])
     topo = build(state)
     now = Timestamp()

@@ -9,6 +9,7 @@ import grpc
 from srv6pm.node.v1 import srv6_pm_pb2 as pb
 from srv6pm.node.v1 import srv6_pm_pb2_grpc as pb_grpc
 from srv6pm_common.errors import NotFound, rpc
+from srv6pm_common.result_queue import replay_then_live
 
 from ..pm.engine import REFLECTOR, SENDER, Engine
 
@@ -88,24 +89,16 @@ class SRv6PMService(pb_grpc.SRv6PMServicer):
                 return pb.StreamResultsResponse(result=results[0])
             return pb.StreamResultsResponse(results=results)
 
-        try:
-            last: dict[str, int] = {}
+        def replay() -> Iterator[list[pb.BlockResult]]:
             for mid in sorted(wanted) or self.engine.measurement_ids():
                 stored = self.engine.results(mid, request.since_block)
                 for i in range(0, len(stored), batch):
-                    last[mid] = stored[min(i + batch, len(stored)) - 1].block_number
-                    yield response(stored[i : i + batch])
-            while context.is_active():
-                if sub.overflowed:
-                    context.abort(
-                        grpc.StatusCode.RESOURCE_EXHAUSTED, "the stream fell behind; resume with since_block"
-                    )
-                fresh = []
-                for r in sub.get(STREAM_POLL_S, batch):
-                    if r.block_number > last.get(r.measurement_id, request.since_block):
-                        last[r.measurement_id] = r.block_number
-                        fresh.append(r)
-                if fresh:
-                    yield response(fresh)
+                    yield stored[i : i + batch]
+
+        try:
+            for results in replay_then_live(
+                sub, replay(), request.since_block, context, STREAM_POLL_S, batch
+            ):
+                yield response(results)
         finally:
             sub.close()

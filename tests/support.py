@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import urllib.request
 from pathlib import Path
@@ -17,6 +18,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
+# Transmit timestamps tagged per datagram (SCM_TS_OPT_ID) came with Linux 6.13.
+KERNEL_TX_IDS = tuple(int(x) for x in re.findall(r"\d+", os.uname().release)[:2]) >= (6, 13)
 
 
 def require(condition: bool, reason: str) -> None:

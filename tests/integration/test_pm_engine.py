@@ -22,7 +22,7 @@ from srv6pm_topos.injector import DropBook, Sampler
 from srv6pm_topos.lab import wait_until
 from srv6pm_topos.monitored import MonitoredNetwork, monitored_network
 from srv6pm_topos.three_routers import POLICY_A, POLICY_B
-from tests.support import require_tool
+from tests.support import KERNEL_TX_IDS, require_tool
 
 pytestmark = pytest.mark.netns
 
@@ -138,6 +138,7 @@ def test_exact_loss_per_block_in_both_directions(mn):
         per_block = r.merged_blocks * 900  # 1,000 packets/s each way (a burst may fall either side)
         assert r.forward.tx_packets >= per_block and r.reverse.tx_packets >= per_block, r
         assert r.two_way_delay.valid and 0 < r.two_way_delay.avg_ns < 50_000_000, r
+        assert r.two_way_delay.kernel_timestamps == KERNEL_TX_IDS, r  # T1 and T4 from the kernel
         assert r.one_way_delay_forward.valid, r  # one clock: synchronised
         assert r.probes.sent >= 1 and r.probes.received >= 1, r  # 5 a block, fewer on a busy machine
     # the stream delivered the same results, each within T + guard + 1 s of its block's start

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import time
 
 import pytest
 
@@ -30,6 +31,7 @@ from srv6pm_twamp.wire.tlv import (
     decode_tlvs,
 )
 from srv6pm_twamp.wire.twamp_light import LossQuery, LossResponse
+from tests.support import KERNEL_TX_IDS
 
 KEY = b"a shared secret of 32 octets...."
 
@@ -74,6 +76,8 @@ def test_probes_answered_with_sane_timestamps(host):
     assert refl.stats["replied"] == 20
     for r in session.results:
         assert r.kernel_timestamp
+        assert r.tx_kernel_timestamp == KERNEL_TX_IDS  # delays from the kernel's transmit time
+        assert r.t1 <= r.sent_ns <= r.t2  # stamped, left, arrived (one clock)
         assert r.t1 <= r.t4
         assert r.t2 <= r.t3  # reflector residence time is non-negative
         assert 0 < r.rtt_ns < (r.t4 - r.t1) + 1
@@ -506,3 +510,31 @@ def test_srh_encoding_matches_kernel_layout():
     assert info.segments_left == 2
     assert sockets.parse_srh(raw[:20]) is None
     assert sockets.family_of("fc00::1") == socket.AF_INET6
+
+
+@pytest.mark.parametrize("host", ["::1", "127.0.0.1"])
+def test_transmit_timestamps_come_tagged_with_the_datagram_they_belong_to(host):
+    family = sockets.family_of(host)
+    rx = sockets.open_socket(family, (host, 0))
+    tx = sockets.open_socket(family, (host, 0), tx_timestamps=True)
+    plain = sockets.open_socket(family, (host, 0))
+    try:
+        dest = (host, rx.getsockname()[1])
+        before = time.time_ns()
+        for i in range(5):
+            sockets.send(tx, b"probe", dest, tx_id=0xABCD0000 + i)
+        sockets.send(tx, b"untagged", dest)  # asks for nothing, gets nothing
+        after = time.time_ns()
+        sockets.send(plain, b"tagged", dest, tx_id=7)  # no timestamping on this socket: sent anyway
+        time.sleep(0.05)
+        stamps = sockets.recv_tx_timestamps(tx)
+        assert len(sockets.recv_batch(rx)) == 7
+        if not KERNEL_TX_IDS:
+            assert stamps == []
+            return
+        assert [i for i, _ in stamps] == [0xABCD0000 + i for i in range(5)]
+        assert all(before <= ns <= after for _, ns in stamps)
+        assert sockets.recv_tx_timestamps(tx) == [] and sockets.recv_tx_timestamps(plain) == []
+    finally:
+        for s in (rx, tx, plain):
+            s.close()

@@ -125,6 +125,7 @@ def _probe_json(r: ProbeResult, synced: bool) -> dict[str, object]:
         "seq": r.seq,
         "reflector_seq": r.reflector_seq,
         "t1_ns": r.t1,
+        "t1_kernel_ns": r.t1_kernel,
         "t2_ns": r.t2,
         "t3_ns": r.t3,
         "t4_ns": r.t4,

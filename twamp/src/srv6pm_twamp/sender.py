@@ -89,16 +89,28 @@ class ProbeResult:
     reflector_synchronized: bool
     tlvs: tuple[Tlv, ...]
     duplicate: bool = False
+    t1_kernel: int | None = None  # the kernel's transmit timestamp of the probe, when it gave one
+
+    @property
+    def tx_kernel_timestamp(self) -> bool:
+        """Whether the delays use the kernel's transmit time rather than T1 as sent (taken just
+        before ``sendmsg``); T1 itself stays the value on the wire, the one the reflector saw."""
+        return self.t1_kernel is not None
+
+    @property
+    def sent_ns(self) -> int:
+        """When the probe left: the kernel's transmit timestamp, else T1."""
+        return self.t1 if self.t1_kernel is None else self.t1_kernel
 
     @property
     def rtt_ns(self) -> int:
         """Two-way delay (T4-T1)-(T3-T2)."""
-        return two_way_delay(self.t1, self.t2, self.t3, self.t4)
+        return two_way_delay(self.sent_ns, self.t2, self.t3, self.t4)
 
     def one_way_ns(self, sender_synchronized: bool) -> tuple[int, int] | None:
         """(forward, backward) when both ends say they are synchronised."""
         return one_way_delays(
-            self.t1,
+            self.sent_ns,
             self.t2,
             self.t3,
             self.t4,
@@ -162,6 +174,7 @@ class Session:
     done: asyncio.Future[SessionReport] | None = None
     # precomputed per-session wire parameters (set by Sender.start)
     outstanding: dict[int, int] = field(default_factory=dict)  # seq -> T1 of unanswered probes
+    kernel_t1: dict[int, int] = field(default_factory=dict)  # seq -> kernel transmit time
     _sock: socket.socket | None = None
     _peer: tuple[str, int] = ("", 0)
     _tclass: int | None = None
@@ -319,7 +332,9 @@ class Sender:
             host = "::" if family == socket.AF_INET6 else "0.0.0.0"
             if self.bind_host and sockets.family_of(self.bind_host) == family:
                 host = self.bind_host
-            sock = sockets.open_socket(family, (host, self.bind_port), freebind=self.freebind)
+            sock = sockets.open_socket(
+                family, (host, self.bind_port), freebind=self.freebind, tx_timestamps=True
+            )
             assert self._loop is not None
             self._loop.add_reader(sock.fileno(), self._on_readable, sock)
             self._socks[family] = sock
@@ -368,11 +383,18 @@ class Sender:
         outstanding = session.outstanding
         outstanding[seq] = t1
         if len(outstanding) > session.accounting.window:
-            del outstanding[next(iter(outstanding))]  # long unanswered: lost, forget its T1
+            gone = next(iter(outstanding))  # long unanswered: lost, forget its T1
+            del outstanding[gone]
+            session.kernel_t1.pop(gone, None)
         assert session._sock is not None
         try:
             sockets.send(
-                session._sock, wire, session._peer, tclass=session._tclass, waypoints=session._waypoints
+                session._sock,
+                wire,
+                session._peer,
+                tclass=session._tclass,
+                waypoints=session._waypoints,
+                tx_id=session.ssid << 16 | seq & 0xFFFF,
             )
         except OSError:
             self.stats["send_error"] += 1
@@ -382,8 +404,23 @@ class Sender:
     # --- receiving ----------------------------------------------------------------------------
 
     def _on_readable(self, sock: socket.socket) -> None:
+        # Transmit timestamps first: a probe's is queued as it leaves, before any reply to it.
+        for tx_id, ns in sockets.recv_tx_timestamps(sock):
+            self._on_transmitted(tx_id, ns)
         for dgram in sockets.recv_batch(sock):
             self._on_reply(dgram)
+
+    def _on_transmitted(self, tx_id: int, ns: int) -> None:
+        """Keep the kernel's transmit time of a probe, for its delays."""
+        ssid, low = tx_id >> 16, tx_id & 0xFFFF
+        session = self._unauth.get(ssid) or self._auth.get(ssid)
+        if session is None:
+            return
+        last = session.next_seq - 1  # the id holds 16 bits of seq: the newest probe with them
+        seq = last - ((last - low) & 0xFFFF)
+        if seq in session.outstanding:
+            session.kernel_t1[seq] = ns
+            self.stats["tx_timestamps"] += 1
 
     def _find_session(self, data: bytes) -> Session | None:
         if self._auth and len(data) >= AUTH_BASE_LEN:
@@ -407,6 +444,7 @@ class Sender:
             self.stats[err.reason.replace("-", "_")] += 1
             return
         t1 = session.outstanding.pop(sseq, None)
+        kernel_t1 = session.kernel_t1.pop(sseq, None)
         first = session.accounting.on_reply(sseq, rseq) if t1 is not None else False
         if t1 is None:
             # a duplicate, a reply to a forgotten probe, or one we never sent
@@ -431,6 +469,7 @@ class Sender:
             bool(ee >> 15),
             tlvs,
             not first,
+            kernel_t1 if t1 is not None else None,
         )
         if first and not cfg.keep_results:
             session.rtt.add(result.rtt_ns)

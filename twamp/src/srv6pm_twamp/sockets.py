@@ -20,6 +20,13 @@ segment ``Segments Left`` points at, and writes the socket's destination into Se
 
 Segment List[0] is the *last* segment (the final destination), Segment List[n] the first one.
 
+Transmit side: with ``tx_id`` a datagram asks the kernel for its software transmit timestamp
+(``SO_TIMESTAMPING``, taken as the driver hands the packet to the device, after any seg6
+encapsulation); the ``SCM_TS_OPT_ID`` control message (Linux 6.13) tags it with that id, so
+:func:`recv_tx_timestamps` can tell exactly which datagram each timestamp belongs to, even when a
+send fails or several sessions share the socket. Kernels without it refuse the control message:
+:func:`send` then falls back, once and for good on that socket, to no transmit timestamps.
+
 Receive side: ``SO_TIMESTAMPNS`` gives each datagram the kernel's receive time,
 ``IPV6_RECVHOPLIMIT`` / ``IP_RECVTTL`` the hop limit it arrived with (copied into the reply's
 Session-Sender TTL), ``IPV6_RECVTCLASS`` / ``IP_RECVTOS`` its DSCP/ECN (Class of Service TLV),
@@ -30,10 +37,12 @@ the local address it was sent to (Destination Node Address TLV).
 from __future__ import annotations
 
 import contextlib
+import errno
 import ipaddress
 import socket
 import struct
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -44,6 +53,17 @@ IP_PKTINFO = getattr(socket, "IP_PKTINFO", 8)
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 IP_FREEBIND = getattr(socket, "IP_FREEBIND", 15)
 IPV6_FREEBIND = 78  # linux/in6.h, since 4.15
+SO_TIMESTAMPING = 37  # also SCM_TIMESTAMPING, the control message it answers with
+SCM_TS_OPT_ID = 81  # asm-generic/socket.h, since Linux 6.13
+IPV6_RECVERR, IP_RECVERR = 25, 11
+SO_EE_ORIGIN_TIMESTAMPING = 4
+# linux/net_tstamp.h. On the socket: report software timestamps, tagged with an id, without the
+# packet; per datagram: take its transmit timestamp (only datagrams that ask get one).
+_TX_REPORTING = (1 << 4) | (1 << 7) | (1 << 11)
+_TX_SOFTWARE = 1 << 1
+_SCM_TIMESTAMPING = struct.Struct("@qqqqqq")  # struct scm_timestamping: ts[3]; ts[0] is software
+_EXTENDED_ERR = struct.Struct("@IBBBBII")  # struct sock_extended_err up to ee_data
+_U32 = struct.Struct("@I")
 IPV6_SRCRT_TYPE_4 = 4
 _TIMESPEC = struct.Struct("@qq")
 _INT = struct.Struct("@i")
@@ -178,12 +198,17 @@ def family_of(host: str) -> int:
 
 
 def open_socket(
-    family: int, bind: tuple[str, int] = ("", 0), rcvbuf: int = 4 << 20, freebind: bool = False
+    family: int,
+    bind: tuple[str, int] = ("", 0),
+    rcvbuf: int = 4 << 20,
+    freebind: bool = False,
+    tx_timestamps: bool = False,
 ) -> socket.socket:
     """A non-blocking UDP socket with every receive option this package uses turned on.
 
     ``freebind``: allow binding to, and sending from, an address no interface holds (a probe
     endpoint that exists only as a ``local`` route, as the node manager sets up).
+    ``tx_timestamps``: datagrams sent with a ``tx_id`` get kernel transmit timestamps.
     """
     sock = socket.socket(family, socket.SOCK_DGRAM)
     try:
@@ -198,6 +223,8 @@ def open_socket(
         except OSError:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        if tx_timestamps:
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, _TX_REPORTING)
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0 if bind[0] in ("", "::") else 1)
             for opt in (
@@ -296,18 +323,27 @@ def send(
     tclass: int | None = None,
     waypoints: Sequence[ipaddress.IPv6Address | str] = (),
     source: IPAddress | None = None,
+    tx_id: int | None = None,
 ) -> int:
-    """Send one datagram, with a per-packet traffic class, SID list and source address if asked."""
+    """Send one datagram, with a per-packet traffic class, SID list and source address if asked.
+
+    ``tx_id`` (a u32): ask for the kernel's transmit timestamp of this datagram, tagged with the id
+    (socket opened with ``tx_timestamps``; see :func:`recv_tx_timestamps`)."""
     if "%" in peer[0]:  # link-local with a zone: sendto wants the zone as a scope id
         addr, _, zone = peer[0].partition("%")
         scope = int(zone) if zone.isdigit() else socket.if_nametoindex(zone)
         dest: tuple = (addr, peer[1], 0, scope)  # type: ignore[type-arg]
     else:
         dest = peer
-    if tclass is None and not waypoints and source is None and ":" in peer[0]:
+    if tx_id is not None and sock in _NO_TX_ID:
+        tx_id = None  # this kernel has no SCM_TS_OPT_ID
+    if tclass is None and not waypoints and source is None and tx_id is None and ":" in peer[0]:
         return sock.sendto(data, dest)  # the common case: no ancillary data at all
     v6 = sock.family == socket.AF_INET6
     anc: list[tuple[int, int, bytes]] = []
+    if tx_id is not None:
+        anc.append((socket.SOL_SOCKET, SCM_TS_OPT_ID, _U32.pack(tx_id & 0xFFFFFFFF)))
+        anc.append((socket.SOL_SOCKET, SO_TIMESTAMPING, _U32.pack(_TX_SOFTWARE)))
     host = peer[0]
     if v6 and host.replace(".", "").isdigit():
         host = "::ffff:" + host  # IPv4 literal peer on a dual-stack socket
@@ -325,15 +361,58 @@ def send(
             anc.append((socket.IPPROTO_IP, IP_PKTINFO, _INT.pack(0) + source.packed + bytes(4)))
     if host != peer[0]:
         dest = (host, peer[1])
-    if not waypoints:
-        return sock.sendmsg([data], anc, 0, dest)
-    if not v6 or mapped:
+    if waypoints and (not v6 or mapped):
         raise ValueError("a SID list needs an IPv6 destination")
-    # Linux accepts a type-4 routing header only as a sticky socket option, not as ancillary
-    # data (ip6_datagram_send_ctl knows types 0 and 2 only): set it, send, take it off again.
-    # The event loop is single-threaded, so no other datagram can leave in between.
-    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RTHDR, srh(waypoints, host))
+    if waypoints:
+        # Linux accepts a type-4 routing header only as a sticky socket option, not as ancillary
+        # data (ip6_datagram_send_ctl knows types 0 and 2 only): set it, send, take it off again.
+        # The event loop is single-threaded, so no other datagram can leave in between.
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RTHDR, srh(waypoints, host))
+    try:
+        return _sendmsg(sock, data, anc, dest, tx_id is not None)
+    finally:
+        if waypoints:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RTHDR, b"")
+
+
+_NO_TX_ID: weakref.WeakSet[socket.socket] = weakref.WeakSet()  # their kernel refused SCM_TS_OPT_ID
+
+
+def _sendmsg(
+    sock: socket.socket, data: bytes, anc: list[tuple[int, int, bytes]], dest: tuple, tagged: bool
+) -> int:
     try:
         return sock.sendmsg([data], anc, 0, dest)
-    finally:
-        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RTHDR, b"")
+    except OSError as exc:
+        if not tagged or exc.errno != errno.EINVAL:
+            raise
+    # A kernel before 6.13 (or a socket opened without tx_timestamps): no transmit timestamps.
+    _NO_TX_ID.add(sock)
+    return sock.sendmsg([data], anc[2:], 0, dest)
+
+
+_RECVERR = ((socket.IPPROTO_IPV6, IPV6_RECVERR), (socket.IPPROTO_IP, IP_RECVERR))
+
+
+def recv_tx_timestamps(sock: socket.socket, limit: int = 256) -> list[tuple[int, int]]:
+    """(id, Unix ns) of the transmit timestamps waiting on the socket's error queue, oldest first,
+    without blocking. Call it before reading replies: a probe's timestamp is queued as it leaves,
+    so it is always there before the reply to that probe can be."""
+    out = []
+    for _ in range(limit):
+        try:
+            _, anc, _, _ = sock.recvmsg(0, 512, socket.MSG_ERRQUEUE)
+        except (BlockingIOError, InterruptedError):
+            break
+        ns = tx_id = None
+        for level, kind, cdata in anc:
+            if level == _SOL_SOCKET and kind == SO_TIMESTAMPING and len(cdata) >= 16:
+                sec, nsec = _ts_from(cdata)
+                ns = sec * 1_000_000_000 + nsec
+            elif (level, kind) in _RECVERR and len(cdata) >= _EXTENDED_ERR.size:
+                _errno, origin, _type, _code, _pad, _info, data = _EXTENDED_ERR.unpack_from(cdata)
+                if origin == SO_EE_ORIGIN_TIMESTAMPING:
+                    tx_id = data
+        if ns and tx_id is not None:
+            out.append((tx_id, ns))
+    return out

@@ -53,6 +53,7 @@ class _Block:
     rtt: list[int] = field(default_factory=list)
     forward: list[int] = field(default_factory=list)
     backward: list[int] = field(default_factory=list)
+    user_times: int = 0  # samples with a T1 or T4 not taken by the kernel
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,7 @@ class SenderMeasurement:
             else:
                 blk.received += 1
                 blk.rtt.append(r.rtt_ns)
+                blk.user_times += not (r.tx_kernel_timestamp and r.kernel_timestamp)
                 ow = r.one_way_ns(self.synchronized)
                 if ow is not None:
                     blk.forward.append(ow[0])
@@ -267,9 +269,10 @@ class SenderMeasurement:
             )
         )
         if self.spec.delay_enabled:
-            _stats(r.two_way_delay, blk.rtt)
-            _stats(r.one_way_delay_forward, blk.forward)
-            _stats(r.one_way_delay_backward, blk.backward)
+            kernel = blk.user_times == 0
+            _stats(r.two_way_delay, blk.rtt, kernel)
+            _stats(r.one_way_delay_forward, blk.forward, kernel)
+            _stats(r.one_way_delay_backward, blk.backward, kernel)
 
 
 def _fill(d: pb.DirectionResult, tx: int, rx: int) -> None:
@@ -279,11 +282,12 @@ def _fill(d: pb.DirectionResult, tx: int, rx: int) -> None:
     d.loss_ratio = (tx - rx) / tx if tx else 0.0
 
 
-def _stats(d: pb.DelayStats, samples: list[int]) -> None:
+def _stats(d: pb.DelayStats, samples: list[int], kernel_timestamps: bool) -> None:
     if not samples:
         return
     s = summarize(samples)
     d.valid = True
+    d.kernel_timestamps = kernel_timestamps
     d.samples = s.count
     d.min_ns, d.avg_ns, d.max_ns = int(s.min), int(s.avg), int(s.max)  # type: ignore[arg-type]
     d.p50_ns, d.p99_ns = int(s.p50), int(s.p99)  # type: ignore[arg-type]

@@ -70,7 +70,11 @@ class _NodeStream:
             self.join()
 
     def join(self) -> None:
-        self._thread.join(timeout=5)
+        # No timeout: once this returns, nothing more is stored or handed on, so a result can
+        # never be stored without reaching the sinks (a stored block is not asked for again).
+        # Each step is bounded: the call is cancelled, a batch takes milliseconds to store and a
+        # send to Kafka blocks at most the producer's max_block_ms.
+        self._thread.join()
 
     def _run(self) -> None:
         backoff = BACKOFF_MIN
@@ -96,6 +100,8 @@ class _NodeStream:
                     backoff = BACKOFF_MIN  # the stream works: start over from a short wait next time
                     # batched as asked; a node that ignores max_batch answers one at a time
                     batch = response.results or ([response.result] if response.HasField("result") else [])
+                    if self._stop.is_set():
+                        return  # not stored: the node sends it again on the next start
                     self.collector.handle(batch)
                 self.up = False  # the node ended the stream (it is shutting down): open it again
             except grpc.RpcError as exc:

@@ -154,6 +154,8 @@ class ResultPublisher:
         Returns False if it was not accepted: not encodable (counted in ``invalid``, logged) or a
         duplicate of a block already handed over (counted in ``duplicates``).
         """
+        if self._stop.is_set():
+            raise RuntimeError("the publisher is closed")  # a caller bug: never drop results silently
         try:
             record = encode(result)
         except SchemaError as exc:

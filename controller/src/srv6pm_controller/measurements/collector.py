@@ -132,7 +132,9 @@ class ResultCollector:
         self.store = store
         self.on_result = on_result
         self._streams: dict[str, _NodeStream] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the streams dict
+        self._refresh_lock = threading.Lock()  # one refresh (or close) at a time
+        self._stats_lock = threading.Lock()
         self._collected = 0
         self._repeated = 0
 
@@ -141,7 +143,7 @@ class ResultCollector:
         out duplicates, results of measurements deleted meanwhile, and blocks of an earlier
         measurement of the same id which the node still remembers."""
         new = self.store.add_results(results)
-        with self._lock:  # one stream thread per node calls this
+        with self._stats_lock:  # one stream thread per node calls this
             self._collected += len(new)
             self._repeated += len(results) - len(new)
         for result in new:
@@ -149,18 +151,23 @@ class ResultCollector:
 
     def refresh(self) -> None:
         """Align the streams with the measurements in the store (after create/delete, at start)."""
-        wanted: dict[str, set[str]] = {}
-        for m in self.store.measurements():
-            if m.state == pb.MEASUREMENT_STATE_RUNNING:
-                wanted.setdefault(m.sender_node, set()).add(m.spec.measurement_id)
-        with self._lock:
-            for node, stream in list(self._streams.items()):
-                if frozenset(wanted.get(node, ())) != stream.ids:
-                    stream.stop()
-                    del self._streams[node]
-            for node, ids in wanted.items():
-                if node not in self._streams:
-                    self._streams[node] = _NodeStream(self, node, frozenset(ids))
+        with self._refresh_lock:
+            wanted: dict[str, set[str]] = {}
+            for m in self.store.measurements():
+                if m.state == pb.MEASUREMENT_STATE_RUNNING:
+                    wanted.setdefault(m.sender_node, set()).add(m.spec.measurement_id)
+            with self._lock:
+                stale = [
+                    self._streams.pop(node)
+                    for node, stream in list(self._streams.items())
+                    if frozenset(wanted.get(node, ())) != stream.ids
+                ]
+            # Stopped before their replacements open (which ask for what the old ones did not store).
+            self._stop_all(stale)
+            with self._lock:
+                for node, ids in wanted.items():
+                    if node not in self._streams:
+                        self._streams[node] = _NodeStream(self, node, frozenset(ids))
 
     def connects(self, node: str) -> int:
         """How many times the stream of ``node`` was (re)opened (for status and tests)."""
@@ -171,17 +178,21 @@ class ResultCollector:
     def stats(self) -> CollectorStats:
         """Counters for the metrics endpoint."""
         with self._lock:
-            return CollectorStats(
-                self._collected,
-                self._repeated,
-                {n: StreamStats(s.up, s.connects) for n, s in sorted(self._streams.items())},
-            )
+            streams = {n: StreamStats(s.up, s.connects) for n, s in sorted(self._streams.items())}
+        with self._stats_lock:
+            return CollectorStats(self._collected, self._repeated, streams)
 
     def close(self) -> None:
-        """Stop every stream."""
-        with self._lock:
-            for stream in self._streams.values():  # all at once: not one 5 s wait after another
-                stream.stop(wait=False)
-            for stream in self._streams.values():
-                stream.join()
+        """Stop every stream; when this returns, no result is stored or handed on any more."""
+        with self._refresh_lock, self._lock:
+            streams = list(self._streams.values())
             self._streams.clear()
+        self._stop_all(streams)
+
+    @staticmethod
+    def _stop_all(streams: list[_NodeStream]) -> None:
+        # Never while holding a lock a stream thread may need (handle() takes _stats_lock).
+        for stream in streams:  # all at once: not one wait after another
+            stream.stop(wait=False)
+        for stream in streams:
+            stream.join()

@@ -11,8 +11,10 @@ import json
 import os
 import re
 import shutil
+import sys
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -44,8 +46,9 @@ def require_tool(name: str) -> str:
     return path
 
 
-def scrape_metrics(log_path: Path) -> dict[str, float]:
-    """What a daemon's ``/metrics`` shows now, at the port its JSON log announced last.
+def scrape_metrics(log_path: Path, node: Any = None) -> dict[str, float]:
+    """What a daemon's ``/metrics`` shows now, at the 127.0.0.1 port its JSON log announced last
+    (from inside ``node``'s network namespace when given: an agent's loopback is its own).
 
     Keys are sample names with their labels, as Prometheus writes them: ``name{label="value"}``.
     """
@@ -54,8 +57,13 @@ def scrape_metrics(log_path: Path) -> dict[str, float]:
         if '"metrics endpoint up"' in line:
             port = json.loads(line)["port"]
     assert port is not None, f"no metrics endpoint announced in {log_path}"
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-        text = resp.read().decode()
+    url = f"http://127.0.0.1:{port}/metrics"
+    if node is None:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            text = resp.read().decode()
+    else:
+        fetch = "import sys, urllib.request as u; print(u.urlopen(sys.argv[1], timeout=10).read().decode())"
+        text = node.run([sys.executable, "-c", fetch, url]).stdout
     out = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:

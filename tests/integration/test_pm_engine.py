@@ -22,7 +22,7 @@ from srv6pm_topos.injector import DropBook, Sampler
 from srv6pm_topos.lab import wait_until
 from srv6pm_topos.monitored import MonitoredNetwork, monitored_network
 from srv6pm_topos.three_routers import POLICY_A, POLICY_B
-from tests.support import KERNEL_TX_IDS, require_tool
+from tests.support import KERNEL_TX_IDS, require_tool, scrape_metrics
 
 pytestmark = pytest.mark.netns
 
@@ -295,6 +295,18 @@ def test_dropped_probes_never_lose_or_double_count_a_block(mn_ebpf):
     assert set(unsettled[2:]) <= set(blocks)  # past the two baselines, each is covered by a merge
     checked = check_exact(results, *books)
     assert any(r.merged_blocks > 1 and r.block_number in checked for r in results)
+    # The agents' metrics tell the same story: probes unanswered, blocks without loss figures.
+    m1 = scrape_metrics(mn.agents["r1"].log_path, mn.topo.r1)
+    m2 = scrape_metrics(mn.agents["r2"].log_path, mn.topo.r2)
+    assert m1['srv6pm_node_measurements{role="sender"}'] == 1
+    assert m1['srv6pm_node_counter_driver{driver="ebpf"}'] == 1
+    assert m1["srv6pm_node_probes_sent_total"] >= sum(r.probes.sent for r in results)
+    assert m1["srv6pm_node_probe_replies_total"] < m1["srv6pm_node_probes_sent_total"]
+    assert m1["srv6pm_node_results_total"] >= len(results)
+    assert m1["srv6pm_node_results_unmeasured_total"] == len(unsettled)
+    assert m2['srv6pm_node_measurements{role="reflector"}'] == 1
+    replied = m2['srv6pm_node_reflector_probes_total{outcome="replied"}']
+    assert 0 < replied <= m2['srv6pm_node_reflector_probes_total{outcome="received"}']
 
 
 def test_node_manager_restart_leaves_no_silent_gap(mn):
@@ -399,3 +411,5 @@ def test_driver_unavailable_is_refused_and_configuration_at_start(net, tmp_path)
     ]
     out = r2.run(argv, check=False)
     assert out.returncode == 2 and "--pm-interfaces: no such interface: nosuch0" in out.stderr
+    out = r2.run([*argv[:-2], "--metrics-listen", "no-port"], check=False)
+    assert out.returncode == 2 and "--metrics-listen: 'no-port' is not HOST:PORT" in out.stderr

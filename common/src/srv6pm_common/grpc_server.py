@@ -210,6 +210,12 @@ def add_server_arguments(parser: argparse.ArgumentParser, env_prefix: str, defau
         help="file holding the bearer token clients must send",
     )
     parser.add_argument(
+        "--metrics-listen",
+        default=env("metrics-listen"),
+        help=f"serve Prometheus metrics on HOST:PORT, path /metrics (env {env_prefix}_METRICS_LISTEN; "
+        "default: off)",
+    )
+    parser.add_argument(
         "--log-level", default=env("log-level", "info"), choices=["debug", "info", "warning", "error"]
     )
     parser.add_argument("--log-format", default=env("log-format", "json"), choices=["json", "text"])

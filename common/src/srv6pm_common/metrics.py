@@ -65,7 +65,9 @@ def parse_listen(listen: str) -> tuple[str, int]:
 
 
 class MetricsServer:
-    """An HTTP server for ``/metrics`` on its own thread, showing what ``read`` returns."""
+    """An HTTP server for ``/metrics`` on its own thread, showing what ``read`` returns.
+
+    Raises ValueError (a malformed address) or OSError (cannot listen there)."""
 
     def __init__(self, listen: str, read: Reader) -> None:
         host, port = parse_listen(listen)
@@ -80,3 +82,16 @@ class MetricsServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+
+
+def serve_metrics(listen: str | None, read: Reader) -> MetricsServer | None:
+    """The daemons' ``--metrics-listen``: a server, None when not asked for, ConfigError when the
+    address is unusable."""
+    if not listen:
+        return None
+    from .grpc_server import ConfigError  # here: grpc_server does not need this module
+
+    try:
+        return MetricsServer(listen, read)
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"--metrics-listen: {exc}") from exc

@@ -51,7 +51,10 @@ class MonitoredNetwork:
         self.agents[name] = start_agent(
             node,
             self.workdir,
-            extra_args=("--bpf-pin-root", str(self.pin_root), "--clock-synchronized", "yes"),
+            extra_args=(
+                *("--bpf-pin-root", str(self.pin_root), "--clock-synchronized", "yes"),
+                *("--metrics-listen", "127.0.0.1:0"),  # in the node's namespace: its own loopback
+            ),
         )
         return self.agents[name]
 

@@ -24,7 +24,9 @@ from srv6pm_common.grpc_server import (
     run_server,
     security_from_args,
 )
+from srv6pm_common.metrics import MetricsServer, serve_metrics
 
+from . import metrics
 from .counters import pins
 from .frr import isis
 from .pm.engine import Engine
@@ -132,13 +134,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     names = [srv6_manager.SERVICE_NAME, srv6_pm.SERVICE_NAME]
     engine: list[Engine] = []
+    exporter: list[MetricsServer] = []
 
     def build() -> GrpcServer:
         security_from_args(args)  # refuse bad credentials before opening any state
         engine.append(build_engine(args))
-        return build_server(args, engine[0])
+        server = build_server(args, engine[0])
+        try:
+            if m := serve_metrics(args.metrics_listen, lambda: metrics.figures(engine[0])):
+                exporter.append(m)
+        except ConfigError:
+            engine[0].close()
+            raise
+        return server
 
     def stopped() -> None:
+        for m in exporter:
+            m.close()
         for e in engine:
             e.close()
 

@@ -26,7 +26,7 @@ from srv6pm_common.grpc_server import (
     run_server,
     security_from_args,
 )
-from srv6pm_common.metrics import MetricsServer
+from srv6pm_common.metrics import MetricsServer, serve_metrics
 
 from .. import metrics
 from ..measurements.bus import ResultBus
@@ -72,11 +72,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--kafka-topic",
         default=env_default(ENV_PREFIX, "kafka-topic", DEFAULT_TOPIC),
         help="topic (%(default)s)",
-    )
-    parser.add_argument(
-        "--metrics-listen",
-        default=env_default(ENV_PREFIX, "metrics-listen"),
-        help="serve Prometheus metrics on HOST:PORT, path /metrics (default: off)",
     )
     parser.add_argument("--grace", type=float, default=5.0, help="seconds in-flight calls get on SIGTERM")
     return parser
@@ -155,14 +150,13 @@ def build(args: argparse.Namespace) -> Controller:
     ]
     server = GrpcServer(args.listen, security_from_args(args), services)
     controller = Controller(server, store, channels, collector, publisher)
-    if args.metrics_listen:
-        try:
-            controller.metrics = MetricsServer(
-                args.metrics_listen, lambda: metrics.figures(store, collector, publisher)
-            )
-        except (ValueError, OSError) as exc:
-            controller.close()
-            raise ConfigError(f"--metrics-listen: {exc}") from exc
+    try:
+        controller.metrics = serve_metrics(
+            args.metrics_listen, lambda: metrics.figures(store, collector, publisher)
+        )
+    except ConfigError:
+        controller.close()
+        raise
     return controller
 
 

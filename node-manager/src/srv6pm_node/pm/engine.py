@@ -17,6 +17,7 @@ import ctypes.util
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +74,16 @@ class _Run:
         return self.status.spec
 
 
+@dataclass(frozen=True)
+class EngineStats:
+    """What the node's metrics show: totals since the agent started, and what runs now."""
+
+    driver: str  # counter driver configured ("" before Configure)
+    running: dict[str, int]  # measurements running, by role
+    counts: dict[str, int]  # probes_sent, probe_replies, results, results_unmeasured
+    reflector: dict[str, int]  # probes that reached the reflector, by what became of them
+
+
 class Engine:
     """Every measurement of this node. Thread-safe public methods; ``close()`` when done."""
 
@@ -97,6 +108,8 @@ class Engine:
         self.reflector_counters: ReflectorCounters | None = None
         self.flipper = ColourFlipper(lambda: self.dataplane)
         self._unsaved: list[tuple[_Run, Settled]] = []  # settled this tick, see _flush
+        self.counts: Counter[str] = Counter()  # engine loop only
+        self._closed_reflectors: Counter[str] = Counter()  # stats of reflectors closed since start
         self._subs: list[ResultQueue] = []
         self._subs_lock = threading.Lock()
         self.loop = asyncio.new_event_loop()
@@ -159,6 +172,22 @@ class Engine:
     def list(self) -> list[pb.MeasurementStatus]:
         """Every measurement this node knows, running or stopped."""
         return self._call(lambda: [_public(s) for s in self.statuses.values()])
+
+    def stats(self) -> EngineStats:
+        """Figures for the metrics endpoint, read on the engine's loop."""
+
+        def read() -> EngineStats:
+            running = Counter(ROLE_NAME[role] for _, role in self.runs)
+            reflector = self._closed_reflectors + (self.reflector.stats if self.reflector else Counter())
+            driver = pb.CounterDriver.Name(self.config.driver) if self.config is not None else ""
+            return EngineStats(
+                driver.removeprefix("COUNTER_DRIVER_").lower(),
+                {name: running.get(name, 0) for name in ROLE_NAME.values()},
+                dict(self.counts),
+                dict(reflector),
+            )
+
+        return self._call(read)
 
     def known(self, measurement_id: str) -> bool:
         """Whether the node has (had) a measurement of that id."""
@@ -428,6 +457,7 @@ class Engine:
         if run.session_key is not None and self.reflector_counters is not None:
             self.reflector_counters.by_session.pop(run.session_key, None)
             if not self.reflector_counters.by_session and self.reflector is not None:
+                self._closed_reflectors.update(self.reflector.stats)
                 self.reflector.close()
                 self.reflector, self.reflector_counters = None, None
         dp = self.dataplane
@@ -456,6 +486,7 @@ class Engine:
                 snap = None
             tlvs, pending = meas.probe_tlvs(now, snap, dp.epoch)
             seq = self.senders[run.sender_key].probe(session, tlvs)
+            self.counts["probes_sent"] += 1
             meas.sent(seq, session.outstanding.get(seq, now), pending)
             self._publish(run, meas.due(time.time_ns()))
         except Exception:
@@ -465,6 +496,7 @@ class Engine:
     def _on_reply(self, run: _Run, result: ProbeResult) -> None:
         if run.sender is None or self.runs.get((run.spec.measurement_id, SENDER)) is not run:
             return
+        self.counts["probe_replies"] += 1
         run.sender.on_reply(result)
         self._publish(run, run.sender.due(time.time_ns()))
 
@@ -487,6 +519,10 @@ class Engine:
             for r, s in batch
         )
         published = [(r, s.result) for r, s in batch if s.result is not None]
+        self.counts["results"] += len(published)
+        self.counts["results_unmeasured"] += sum(
+            r.spec.loss_enabled and not result.forward.valid for r, result in published
+        )
         with self._subs_lock:
             subs = list(self._subs)
         for r, result in published:

@@ -269,7 +269,7 @@ class Client:
 
 
 def _nanoseconds(seconds: float, what: str) -> int:
-    # A Duration holds at most ~292 years; the controller judges the range, not the client.
+    # Only what cannot become a Duration is refused here; the controller judges the range.
     if not math.isfinite(seconds) or abs(seconds) > 1e10:
         raise ClientError("INVALID_ARGUMENT", f"{what} {seconds} is not a usable number of seconds")
     return round(seconds * 1e9)

@@ -469,7 +469,7 @@ class Sender:
             bool(ee >> 15),
             tlvs,
             not first,
-            kernel_t1 if t1 is not None else None,
+            kernel_t1,  # kept only while the probe is outstanding, like its T1
         )
         if first and not cfg.keep_results:
             session.rtt.add(result.rtt_ns)

@@ -61,7 +61,6 @@ SO_EE_ORIGIN_TIMESTAMPING = 4
 # packet; per datagram: take its transmit timestamp (only datagrams that ask get one).
 _TX_REPORTING = (1 << 4) | (1 << 7) | (1 << 11)
 _TX_SOFTWARE = 1 << 1
-_SCM_TIMESTAMPING = struct.Struct("@qqqqqq")  # struct scm_timestamping: ts[3]; ts[0] is software
 _EXTENDED_ERR = struct.Struct("@IBBBBII")  # struct sock_extended_err up to ee_data
 _U32 = struct.Struct("@I")
 IPV6_SRCRT_TYPE_4 = 4
@@ -406,8 +405,8 @@ def recv_tx_timestamps(sock: socket.socket, limit: int = 256) -> list[tuple[int,
             break
         ns = tx_id = None
         for level, kind, cdata in anc:
-            if level == _SOL_SOCKET and kind == SO_TIMESTAMPING and len(cdata) >= 16:
-                sec, nsec = _ts_from(cdata)
+            if level == _SOL_SOCKET and kind == SO_TIMESTAMPING and len(cdata) >= _TIMESPEC.size:
+                sec, nsec = _ts_from(cdata)  # scm_timestamping.ts[0]: the software timestamp
                 ns = sec * 1_000_000_000 + nsec
             elif (level, kind) in _RECVERR and len(cdata) >= _EXTENDED_ERR.size:
                 _errno, origin, _type, _code, _pad, _info, data = _EXTENDED_ERR.unpack_from(cdata)

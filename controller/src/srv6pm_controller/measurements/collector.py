@@ -61,13 +61,12 @@ class _NodeStream:
         self._thread = threading.Thread(target=self._run, name=f"results-{node}", daemon=True)
         self._thread.start()
 
-    def stop(self, wait: bool = True) -> None:
+    def stop(self) -> None:
+        """Ask the thread to end (``join`` waits for it)."""
         self._stop.set()
         with self._lock:
             if self._call is not None:
                 self._call.cancel()
-        if wait:
-            self.join()
 
     def join(self) -> None:
         # No timeout: once this returns, nothing more is stored or handed on, so a result can
@@ -193,6 +192,6 @@ class ResultCollector:
     def _stop_all(streams: list[_NodeStream]) -> None:
         # Never while holding a lock a stream thread may need (handle() takes _stats_lock).
         for stream in streams:  # all at once: not one wait after another
-            stream.stop(wait=False)
+            stream.stop()
         for stream in streams:
             stream.join()

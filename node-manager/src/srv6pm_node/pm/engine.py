@@ -108,7 +108,7 @@ class Engine:
         self.reflector_counters: ReflectorCounters | None = None
         self.flipper = ColourFlipper(lambda: self.dataplane)
         self._unsaved: list[tuple[_Run, Settled]] = []  # settled this tick, see _flush
-        self.counts: Counter[str] = Counter()  # engine loop only
+        self._counts: Counter[str] = Counter()  # engine loop only
         self._closed_reflectors: Counter[str] = Counter()  # stats of reflectors closed since start
         self._subs: list[ResultQueue] = []
         self._subs_lock = threading.Lock()
@@ -183,7 +183,7 @@ class Engine:
             return EngineStats(
                 driver.removeprefix("COUNTER_DRIVER_").lower(),
                 {name: running.get(name, 0) for name in ROLE_NAME.values()},
-                dict(self.counts),
+                dict(self._counts),
                 dict(reflector),
             )
 
@@ -486,7 +486,7 @@ class Engine:
                 snap = None
             tlvs, pending = meas.probe_tlvs(now, snap, dp.epoch)
             seq = self.senders[run.sender_key].probe(session, tlvs)
-            self.counts["probes_sent"] += 1
+            self._counts["probes_sent"] += 1
             meas.sent(seq, session.outstanding.get(seq, now), pending)
             self._publish(run, meas.due(time.time_ns()))
         except Exception:
@@ -496,7 +496,7 @@ class Engine:
     def _on_reply(self, run: _Run, result: ProbeResult) -> None:
         if run.sender is None or self.runs.get((run.spec.measurement_id, SENDER)) is not run:
             return
-        self.counts["probe_replies"] += 1
+        self._counts["probe_replies"] += 1
         run.sender.on_reply(result)
         self._publish(run, run.sender.due(time.time_ns()))
 
@@ -519,8 +519,8 @@ class Engine:
             for r, s in batch
         )
         published = [(r, s.result) for r, s in batch if s.result is not None]
-        self.counts["results"] += len(published)
-        self.counts["results_unmeasured"] += sum(
+        self._counts["results"] += len(published)
+        self._counts["results_unmeasured"] += sum(
             r.spec.loss_enabled and not result.forward.valid for r, result in published
         )
         with self._subs_lock:
